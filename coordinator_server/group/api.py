@@ -1,0 +1,131 @@
+"""What goes into and comes out of the coordinator core, independent of wire versions.
+
+The protocol layer turns each decoded request (any version) into one of these inputs and each result
+back into the response of the request's version. Version-dependent *behaviour* (MEMBER_ID_REQUIRED from
+JoinGroup v4, SkipAssignment from v9, ...) is decided in the core from `api_version`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from protocol.errors import Errors
+
+from .records import CoordinatorRecord
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupInput:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int  # v0: the protocol layer passes the session timeout
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata), in the member's preference order
+    api_version: int
+    client_id: str
+    client_host: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(slots=True)
+class JoinGroupResult:
+    error: Errors
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: list[JoinGroupMember] = field(default_factory=list)
+    skip_assignment: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupInput:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str | None  # v5+, None when absent
+    protocol_name: str | None  # v5+, None when absent
+    assignments: tuple[tuple[str, bytes], ...]  # (member id, assignment); empty from followers
+    api_version: int
+
+
+@dataclass(slots=True)
+class SyncGroupResult:
+    error: Errors
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatInput:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    api_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveMember:
+    member_id: str
+    group_instance_id: str | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupInput:
+    group_id: str
+    members: tuple[LeaveMember, ...]  # v0-2 are normalized into one entry
+    api_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveMemberResult:
+    member_id: str
+    group_instance_id: str | None
+    error: Errors
+
+
+@dataclass(slots=True)
+class LeaveGroupResult:
+    error: Errors
+    members: list[LeaveMemberResult] = field(default_factory=list)
+
+
+JoinCallback = Callable[[JoinGroupResult], None]
+SyncCallback = Callable[[SyncGroupResult], None]
+AppendCallback = Callable[[Errors, int], None]  # (error of the write, now_ms when it finished)
+
+
+@dataclass(slots=True)
+class PendingAppend:
+    """Records the core wants durable before it acts further.
+
+    The shell writes `records` to `__consumer_offsets` partition `partition` (one batch), and once the
+    write is durable per policy — or has failed — calls `complete(error, now_ms)`. Appends of one
+    partition must be written in the order the core emitted them.
+    """
+
+    group_id: str
+    partition: int
+    records: tuple[CoordinatorRecord, ...]
+    on_complete: AppendCallback
+    completed: bool = False
+
+    def complete(self, error: Errors, now_ms: int) -> None:
+        if self.completed:
+            raise RuntimeError("append completed twice")
+        self.completed = True
+        self.on_complete(error, now_ms)
