@@ -1,0 +1,22 @@
+"""Which `__consumer_offsets` partition a group lives in: Kafka's `Utils.abs(groupId.hashCode) % partitions`."""
+from __future__ import annotations
+
+_INT32_MIN = -(2**31)
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode: h = 31*h + c over UTF-16 code units, wrapping at 32 bits (signed)."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def kafka_abs(n: int) -> int:
+    """Kafka's Utils.abs: Integer.MIN_VALUE maps to 0 rather than overflowing."""
+    return 0 if n == _INT32_MIN else abs(n)
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    return kafka_abs(java_string_hash(group_id)) % partitions
