@@ -1,0 +1,67 @@
+"""Wires the server together: runtime, topics, handlers, listener; and shuts it down on SIGTERM/SIGINT."""
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import structlog
+
+from coordinator_server.config import Config
+from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
+from coordinator_server.net.server import CoordinatorServer
+from coordinator_server.topics.registry import TopicRegistry
+
+log = structlog.get_logger("coordinator_server")
+
+# Busy connections get this long to finish normal requests before the runtime closes and answers
+# parked ones; then this long for everything before stuck connections are cancelled.
+DRAIN_GRACE_S = 1.0
+CLOSE_TIMEOUT_S = 10.0
+
+
+class StartupError(Exception):
+    """The server could not start (port in use, corrupt log, ...). The message is meant for operators."""
+
+
+async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
+    """Run until SIGTERM/SIGINT (or until `stop` is set), then shut down in order and return."""
+    # Imported here so the rest of the shell can be imported (and unit tested) on its own.
+    from coordinator_server.runtime import CoordinatorRuntime
+
+    stop = stop or asyncio.Event()
+    try:
+        runtime = await CoordinatorRuntime.open(config)
+    except Exception as e:
+        raise StartupError(f"cannot open the coordinator log in {config.data_dir}: {e}") from e
+
+    try:
+        endpoint = BrokerEndpoint(node_id=config.node_id, host=config.advertised, port=config.port)
+        topics = TopicRegistry(config.topics, config.offsets_partitions)
+        handlers = RequestHandlers(runtime, topics, endpoint, config.cluster_id)
+        server = CoordinatorServer(handlers, config.socket_request_max_bytes)
+        try:
+            host, port = await server.start(config.host, config.port)
+        except OSError as e:
+            raise StartupError(f"cannot listen on {config.host}:{config.port}: {e.strerror or e}") from e
+        endpoint.port = port  # what Metadata and FindCoordinator advertise, also for --port 0
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        log.info("listening", host=host, port=port, advertised_host=endpoint.host, node_id=config.node_id,
+                 data_dir=config.data_dir)
+        try:
+            await stop.wait()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+        log.info("shutting_down", connections=server.connection_count)
+        server.stop_accepting()
+        await server.drain(DRAIN_GRACE_S)
+    except BaseException:
+        await runtime.close()
+        raise
+    # Answers parked requests with NOT_COORDINATOR, then flushes and fsyncs the log.
+    await runtime.close()
+    await server.close(CLOSE_TIMEOUT_S)
+    log.info("stopped")

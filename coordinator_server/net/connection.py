@@ -1,0 +1,181 @@
+"""One client connection: read a frame, handle it to completion, write the response, repeat.
+
+Theory of operation. A Kafka broker mutes a channel while one of its requests is in flight, so a
+client's requests are answered strictly in order and a parked JoinGroup holds its connection. We get
+the same by never reading the next frame before the current response is written: the socket's receive
+buffer (and TCP flow control) is the backpressure, and nothing is read ahead.
+
+Three severities of failure (style §10):
+- per request: an error code inside the response (decided by the handler or the core);
+- per connection: bad frame size, unparsable header, unknown api key, unsupported version (other than
+  ApiVersions), undecodable body, or a handler that raised — log one line and close this socket only;
+- per process: never from here. No exception escapes `serve()`.
+
+Why a handler crash closes the connection rather than answering UNKNOWN_SERVER_ERROR: a crash is a bug
+on our side and the request's effects are unknown; a disconnect makes every client forget the
+coordinator, rediscover it and retry, while UNKNOWN_SERVER_ERROR is fatal for several group calls in
+the Java consumer.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import structlog
+from kafka.protocol.api_message import ApiMessage
+
+from protocol.framing import (
+    BodyDecodeError,
+    InvalidHeaderError,
+    ParsedHeader,
+    decode_request_body,
+    encode_response,
+    parse_request_header,
+    unsupported_api_versions_response,
+)
+from protocol.group_messages import java_inet_address_string
+
+from .handlers import RequestContext, RequestHandlers
+
+log = structlog.get_logger("coordinator_server.net")
+
+
+class _CloseConnection(Exception):
+    """Stop serving this connection; the reason was logged where it was raised."""
+
+
+class Connection:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        handlers: RequestHandlers,
+        max_request_bytes: int,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._handlers = handlers
+        self._max_request_bytes = max_request_bytes
+        peer = writer.get_extra_info("peername")
+        self.peer_ip: str = peer[0] if peer else "unknown"
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "unknown"
+        self.client_host = java_inet_address_string(self.peer_ip)
+        self._client_id: str | None = None
+        self._busy = False  # a request has been read and its response is not yet written
+        self._draining = False
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def request_stop(self) -> None:
+        """Shutdown: an idle connection closes now; a busy one after writing its current response."""
+        self._draining = True
+        if not self._busy and self.task is not None:
+            self.task.cancel()
+
+    async def serve(self) -> None:
+        # Runs in its own task, so context variables bound here label every log line of this
+        # connection, including those the runtime emits while handling its requests.
+        structlog.contextvars.bind_contextvars(peer=self.peer)
+        log.debug("connection_opened")
+        try:
+            while not self._draining:
+                payload = await self._read_frame()
+                if payload is None:
+                    break
+                self._busy = True
+                response = await self._handle(payload)
+                self._writer.write(response)
+                await self._writer.drain()
+                self._busy = False
+        except _CloseConnection:
+            pass
+        except asyncio.CancelledError:
+            log.debug("connection_cancelled", busy=self._busy)
+        except (ConnectionError, OSError) as e:
+            log.debug("connection_lost", error=repr(e))
+        except Exception:
+            log.exception("connection_failed")
+        finally:
+            await self._close()
+
+    async def _read_frame(self) -> bytes | None:
+        try:
+            size_bytes = await self._reader.readexactly(4)
+        except asyncio.IncompleteReadError as e:
+            if e.partial:
+                log.warning("connection_closed_mid_frame", received=len(e.partial))
+            return None  # orderly EOF between requests
+        size = int.from_bytes(size_bytes, "big", signed=True)
+        if size <= 0 or size > self._max_request_bytes:
+            # Refuse before reading the body: never buffer an oversized frame (socket.request.max.bytes).
+            log.warning("invalid_frame_size", size=size, max_bytes=self._max_request_bytes)
+            raise _CloseConnection
+        try:
+            return await self._reader.readexactly(size)
+        except asyncio.IncompleteReadError as e:
+            log.warning("connection_closed_mid_frame", size=size, received=len(e.partial))
+            return None
+
+    async def _handle(self, payload: bytes) -> bytes:
+        header = self._parse_header(payload)
+        if header.is_unsupported_api_versions:
+            log.info("unsupported_api_versions_version", api_version=header.api_version,
+                     correlation_id=header.correlation_id)
+            return unsupported_api_versions_response(header.correlation_id)
+        if header.spec is None:
+            log.warning("unknown_api_key", api_key=header.api_key, api_version=header.api_version,
+                        correlation_id=header.correlation_id)
+            raise _CloseConnection
+        if not header.supported:
+            # What a Kafka broker does too: an unsupported version of any other api closes the socket.
+            log.warning("unsupported_api_version", api=header.api_name, api_version=header.api_version,
+                        min_version=header.spec.min_version, max_version=header.spec.max_version,
+                        correlation_id=header.correlation_id)
+            raise _CloseConnection
+        request = self._decode_body(header, payload)
+        response = await self._call_handler(header, request)
+        try:
+            return encode_response(response, header.correlation_id)
+        except Exception:
+            log.exception("response_encode_failed", api=header.api_name, api_version=header.api_version,
+                          correlation_id=header.correlation_id)
+            raise _CloseConnection from None
+
+    def _parse_header(self, payload: bytes) -> ParsedHeader:
+        try:
+            header = parse_request_header(payload)
+        except InvalidHeaderError as e:
+            log.warning("invalid_request_header", error=str(e), size=len(payload))
+            raise _CloseConnection from None
+        if header.client_id != self._client_id:
+            self._client_id = header.client_id
+            structlog.contextvars.bind_contextvars(client_id=header.client_id)
+        return header
+
+    def _decode_body(self, header: ParsedHeader, payload: bytes) -> ApiMessage:
+        try:
+            return decode_request_body(header, payload)
+        except BodyDecodeError as e:
+            log.warning("invalid_request_body", api=header.api_name, api_version=header.api_version,
+                        correlation_id=header.correlation_id, error=str(e))
+            raise _CloseConnection from None
+
+    async def _call_handler(self, header: ParsedHeader, request: ApiMessage) -> ApiMessage:
+        ctx = RequestContext(header=header, client_host=self.client_host)
+        try:
+            return await self._handlers.handle(request, ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("handler_failed", api=header.api_name, api_version=header.api_version,
+                          correlation_id=header.correlation_id)
+            raise _CloseConnection from None
+
+    async def _close(self) -> None:
+        log.debug("connection_closed")
+        self._writer.close()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await self._writer.wait_closed()

@@ -1,0 +1,263 @@
+"""Request handlers: one `handle_<api>` per entry of protocol.apis.API_TABLE.
+
+The shell's handlers frame nothing and decide nothing about groups: ApiVersions, Metadata and
+FindCoordinator are answered here (this node is the whole cluster); the four classic group APIs are
+translated by protocol.group_messages and delegated to the runtime, which owns all group validation
+and error precedence.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.metadata import CoordinatorType, FindCoordinatorResponse, MetadataResponse
+
+from coordinator_server.group.api import (
+    HeartbeatInput,
+    JoinGroupInput,
+    JoinGroupResult,
+    LeaveGroupInput,
+    LeaveGroupResult,
+    SyncGroupInput,
+    SyncGroupResult,
+)
+from coordinator_server.topics.registry import Topic, TopicRegistry, is_valid_topic_name
+from protocol import group_messages as gm
+from protocol.apis import API_TABLE
+from protocol.errors import Errors
+from protocol.framing import ParsedHeader, api_versions_body
+
+log = structlog.get_logger("coordinator_server.net")
+
+# Not in protocol.errors yet: only Metadata by topic id (v10+) can produce it.
+UNKNOWN_TOPIC_ID = 100
+
+_Topic = MetadataResponse.MetadataResponseTopic
+_Partition = _Topic.MetadataResponsePartition
+_Broker = MetadataResponse.MetadataResponseBroker
+
+
+class GroupRuntime(Protocol):
+    """The slice of coordinator_server.runtime.CoordinatorRuntime the handlers use."""
+
+    async def join_group(self, inp: JoinGroupInput) -> JoinGroupResult: ...
+    async def sync_group(self, inp: SyncGroupInput) -> SyncGroupResult: ...
+    async def heartbeat(self, inp: HeartbeatInput) -> Errors: ...
+    async def leave_group(self, inp: LeaveGroupInput) -> LeaveGroupResult: ...
+
+
+@dataclass(slots=True)
+class BrokerEndpoint:
+    """How clients reach this node. `port` is filled in once bound (it differs from config for --port 0)."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    header: ParsedHeader
+    client_host: str  # Java InetAddress.toString form, e.g. "/127.0.0.1"
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+Handler = Callable[[ApiMessage, RequestContext], Awaitable[ApiMessage]]
+
+
+class RequestHandlers:
+    def __init__(
+        self,
+        runtime: GroupRuntime,
+        topics: TopicRegistry,
+        endpoint: BrokerEndpoint,
+        cluster_id: str,
+    ) -> None:
+        self.runtime = runtime
+        self.topics = topics
+        self.endpoint = endpoint
+        self.cluster_id = cluster_id
+        self._handlers: dict[int, Handler] = {
+            ApiKey.ApiVersions: self.handle_api_versions,
+            ApiKey.Metadata: self.handle_metadata,
+            ApiKey.FindCoordinator: self.handle_find_coordinator,
+            ApiKey.JoinGroup: self.handle_join_group,
+            ApiKey.SyncGroup: self.handle_sync_group,
+            ApiKey.Heartbeat: self.handle_heartbeat,
+            ApiKey.LeaveGroup: self.handle_leave_group,
+        }
+        # Advertising an api without a handler would turn every such request into a closed socket.
+        missing = set(API_TABLE) - set(self._handlers)
+        if missing:
+            raise AssertionError(f"no handler for advertised api keys {sorted(missing)}")
+
+    async def handle(self, request: ApiMessage, ctx: RequestContext) -> ApiMessage:
+        return await self._handlers[ctx.header.api_key](request, ctx)
+
+    # ------------------------------------------------------------------------------- ApiVersions
+
+    async def handle_api_versions(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+        if ctx.version >= 3:
+            # Accepted as sent; Kafka only uses these for client metrics.
+            structlog.contextvars.bind_contextvars(
+                client_software=f"{req.client_software_name}/{req.client_software_version}"
+            )
+        return api_versions_body(ctx.version)
+
+    # ---------------------------------------------------------------------------------- Metadata
+
+    async def handle_metadata(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+        version = ctx.version
+        # v0: an empty list means all topics; v1+: null means all and empty means none.
+        all_topics = req.topics is None or (version == 0 and not req.topics)
+        if all_topics:
+            topics = [self._topic_metadata(t, version) for t in self.topics.all()]
+        else:
+            auto_create = bool(req.allow_auto_topic_creation) if version >= 4 else True
+            topics = self._requested_topics(req.topics, version, auto_create)
+        ep = self.endpoint
+        return MetadataResponse[version](
+            throttle_time_ms=0,
+            brokers=[_Broker(node_id=ep.node_id, host=ep.host, port=ep.port, rack=None)],
+            cluster_id=self.cluster_id,
+            controller_id=ep.node_id,  # the only broker is also the controller
+            topics=topics,
+            authorized_operations=None,  # INT32_MIN: not requested / not computed
+        )
+
+    def _requested_topics(self, requested: list[ApiMessage], version: int, auto_create: bool) -> list[object]:
+        out: list[object] = []
+        seen: set[object] = set()
+        for entry in requested:
+            name: str | None = entry.name
+            topic_id: uuid.UUID | None = entry.topic_id if version >= 10 else None
+            ident = name if name is not None else topic_id
+            if ident in seen:  # Kafka answers each distinct topic once
+                continue
+            seen.add(ident)
+            if name is None:
+                topic = self.topics.get_by_id(topic_id) if topic_id is not None else None
+                if topic is None:
+                    # Response topic names are nullable only from v12.
+                    out.append(_topic_error(None if version >= 12 else "", UNKNOWN_TOPIC_ID, topic_id))
+                else:
+                    out.append(self._topic_metadata(topic, version))
+                continue
+            topic = self.topics.get(name)
+            if topic is not None:
+                out.append(self._topic_metadata(topic, version))
+            elif not is_valid_topic_name(name):
+                out.append(_topic_error(name, Errors.INVALID_TOPIC_EXCEPTION))
+            elif auto_create:
+                # Created synchronously, so unlike Kafka we can answer with the topic at once
+                # instead of LEADER_NOT_AVAILABLE-then-retry.
+                topic = self.topics.get_or_create(name)
+                log.info("topic_auto_created", topic=name, partitions=topic.partitions)
+                out.append(self._topic_metadata(topic, version))
+            else:
+                out.append(_topic_error(name, Errors.UNKNOWN_TOPIC_OR_PARTITION))
+        return out
+
+    def _topic_metadata(self, topic: Topic, version: int) -> object:
+        node = self.endpoint.node_id
+        return _Topic(
+            error_code=0,
+            name=topic.name,
+            topic_id=topic.topic_id,
+            is_internal=topic.is_internal,
+            partitions=[
+                _Partition(
+                    error_code=0,
+                    partition_index=i,
+                    leader_id=node,
+                    leader_epoch=0,
+                    replica_nodes=[node],
+                    isr_nodes=[node],
+                    offline_replicas=[],
+                )
+                for i in range(topic.partitions)
+            ],
+            authorized_operations=None,
+        )
+
+    # --------------------------------------------------------------------------- FindCoordinator
+
+    async def handle_find_coordinator(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+        version = ctx.version
+        key_type = req.key_type if version >= 1 else CoordinatorType.GROUP
+        error = _coordinator_error(key_type, version)
+        ep = self.endpoint
+        if version >= 4:
+            return FindCoordinatorResponse[version](
+                throttle_time_ms=0,
+                coordinators=[
+                    FindCoordinatorResponse.Coordinator(
+                        key=key,
+                        node_id=ep.node_id if error == Errors.NONE else -1,
+                        host=ep.host if error == Errors.NONE else "",
+                        port=ep.port if error == Errors.NONE else -1,
+                        error_code=int(error),
+                        error_message=None if error == Errors.NONE else error.message,
+                    )
+                    for key in req.coordinator_keys
+                ],
+            )
+        if error == Errors.NONE:
+            node_id, host, port, message = ep.node_id, ep.host, ep.port, None
+        else:
+            node_id, host, port, message = -1, "", -1, error.message
+        return FindCoordinatorResponse[version](
+            throttle_time_ms=0,
+            error_code=int(error),
+            error_message=message,
+            node_id=node_id,
+            host=host,
+            port=port,
+        )
+
+    # ------------------------------------------------------------------------ classic group APIs
+
+    async def handle_join_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+        inp = gm.join_group_input(req, ctx.version, ctx.header.client_id, ctx.client_host)
+        return gm.join_group_response(await self.runtime.join_group(inp), ctx.version)
+
+    async def handle_sync_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+        inp = gm.sync_group_input(req, ctx.version)
+        return gm.sync_group_response(await self.runtime.sync_group(inp), ctx.version)
+
+    async def handle_heartbeat(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+        inp = gm.heartbeat_input(req, ctx.version)
+        return gm.heartbeat_response(await self.runtime.heartbeat(inp), ctx.version)
+
+    async def handle_leave_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+        inp = gm.leave_group_input(req, ctx.version)
+        return gm.leave_group_response(await self.runtime.leave_group(inp), ctx.version)
+
+
+def _coordinator_error(key_type: int, version: int) -> Errors:
+    """GROUP keys: this node. We run no transaction or share coordinator, so those keys get the
+    retriable COORDINATOR_NOT_AVAILABLE; SHARE exists only from v6; anything else is INVALID_REQUEST."""
+    if key_type == CoordinatorType.GROUP:
+        return Errors.NONE
+    if key_type == CoordinatorType.TRANSACTION or (key_type == CoordinatorType.SHARE and version >= 6):
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    return Errors.INVALID_REQUEST
+
+
+def _topic_error(name: str | None, error: int, topic_id: uuid.UUID | None = None) -> object:
+    return _Topic(
+        error_code=int(error),
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=[],
+        authorized_operations=None,
+    )

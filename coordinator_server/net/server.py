@@ -1,0 +1,90 @@
+"""The listening socket and the set of live connections, with an orderly shutdown.
+
+Shutdown order (driven by app.serve):
+1. `stop_accepting()` closes the listener;
+2. `drain(grace_s)` asks every connection to stop: idle ones close at once, busy ones finish their
+   current request (a heartbeat or a commit completes in milliseconds) and then close;
+3. the app closes the runtime, which answers the still-parked requests (JoinGroup, SyncGroup) with
+   NOT_COORDINATOR so their connections can write that answer and close;
+4. `close(timeout_s)` waits for the rest and cancels whatever is still stuck.
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import structlog
+
+from .connection import Connection
+from .handlers import RequestHandlers
+
+log = structlog.get_logger("coordinator_server.net")
+
+
+class CoordinatorServer:
+    def __init__(self, handlers: RequestHandlers, max_request_bytes: int) -> None:
+        self._handlers = handlers
+        self._max_request_bytes = max_request_bytes
+        self._server: asyncio.Server | None = None
+        self._connections: set[Connection] = set()
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Bind and start accepting; returns the bound (host, port) — the real port for port 0."""
+        self._server = await asyncio.start_server(self._on_connection, host, port, reuse_address=True)
+        sock = self._server.sockets[0]
+        bound = sock.getsockname()
+        return str(bound[0]), int(bound[1])
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # Responses are single writes; don't let Nagle hold them back behind a delayed ACK.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = Connection(reader, writer, self._handlers, self._max_request_bytes)
+        conn.task = asyncio.current_task()
+        self._connections.add(conn)
+        try:
+            await conn.serve()
+        finally:
+            self._connections.discard(conn)
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    def stop_accepting(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def drain(self, grace_s: float) -> None:
+        for conn in list(self._connections):
+            conn.request_stop()
+        await self._wait_connections(grace_s)
+
+    async def close(self, timeout_s: float) -> None:
+        for conn in list(self._connections):
+            conn.request_stop()
+        if not await self._wait_connections(timeout_s):
+            stuck = [c for c in self._connections if c.task is not None]
+            log.warning("connections_cancelled_at_shutdown", count=len(stuck))
+            for conn in stuck:
+                assert conn.task is not None
+                conn.task.cancel()
+            await self._wait_connections(1.0)
+        if self._server is not None:
+            # Connections are gone, so this returns promptly.
+            await self._server.wait_closed()
+
+    async def _wait_connections(self, timeout_s: float) -> bool:
+        """Wait until no connection is left; False on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self._connections:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            tasks = [c.task for c in self._connections if c.task is not None]
+            if not tasks:
+                return True
+            await asyncio.wait(tasks, timeout=remaining)
+        return True

@@ -1,0 +1,86 @@
+"""The API table: which Kafka APIs we serve, at which versions, with which kafka-python message classes.
+
+Only what is in `API_TABLE` is advertised in ApiVersions and dispatched; adding an API is one
+`ApiSpec(...)` line here plus its handler in the network shell. The version range is the one *we*
+serve, which may be narrower than what kafka-python's schemas know (e.g. Metadata v13 exists in the
+schemas but we stop at 12).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    key: int
+    request: type[ApiMessage]
+    response: type[ApiMessage]
+    min_version: int
+    max_version: int
+
+    @property
+    def name(self) -> str:
+        return ApiKey(self.key).name
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    def request_header_flexible(self, version: int) -> bool:
+        """Request header v2 (tagged fields) iff the request body is flexible at this version.
+
+        Like Kafka's generated `requestHeaderVersion`, this also answers for versions outside our
+        range (flexible ranges are open-ended, "N+"), so the header of an unsupported-version
+        request can still be read — ApiVersions needs that to answer UNSUPPORTED_VERSION.
+        """
+        return version >= 0 and bool(self.request.flexible_version_q(version))
+
+
+def _table(*specs: ApiSpec) -> dict[int, ApiSpec]:
+    table: dict[int, ApiSpec] = {}
+    for spec in specs:
+        # Guard against advertising a version kafka-python cannot decode or encode.
+        if spec.key not in (spec.request.API_KEY, spec.response.API_KEY) or spec.request.API_KEY != spec.response.API_KEY:
+            raise AssertionError(f"api key mismatch for {spec.name}")
+        if spec.max_version > min(spec.request.max_version, spec.response.max_version):
+            raise AssertionError(f"{spec.name} v{spec.max_version} is beyond kafka-python's schemas")
+        if spec.key in table:
+            raise AssertionError(f"duplicate api {spec.name}")
+        table[spec.key] = spec
+    return table
+
+
+API_TABLE: dict[int, ApiSpec] = _table(
+    ApiSpec(ApiKey.Metadata, MetadataRequest, MetadataResponse, 0, 12),
+    ApiSpec(ApiKey.FindCoordinator, FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
+    ApiSpec(ApiKey.JoinGroup, JoinGroupRequest, JoinGroupResponse, 0, 9),
+    ApiSpec(ApiKey.Heartbeat, HeartbeatRequest, HeartbeatResponse, 0, 4),
+    ApiSpec(ApiKey.LeaveGroup, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
+    ApiSpec(ApiKey.SyncGroup, SyncGroupRequest, SyncGroupResponse, 0, 5),
+    ApiSpec(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 4),
+)
+
+
+def advertised_ranges() -> list[tuple[int, int, int]]:
+    """(api key, min version, max version) for every served API, ordered by api key."""
+    return [(s.key, s.min_version, s.max_version) for s in sorted(API_TABLE.values(), key=lambda s: s.key)]

@@ -1,0 +1,125 @@
+"""Request headers in, framed responses out. No I/O: the network shell hands over one frame's payload
+(the bytes after the 4-byte size) and writes back what `encode_response` returns.
+
+Header versions (Kafka's generated `requestHeaderVersion` / `responseHeaderVersion`):
+- request header v2 (client id as an old-style int16 string, then tagged fields) when the api version
+  is flexible, v1 otherwise;
+- response header v1 (correlation id + tagged fields) for flexible versions, v0 otherwise — except
+  ApiVersions, whose response header is always v0 so a client that does not yet know our versions can
+  read it. kafka-python's `ApiVersionsResponse.encode_header` already forces that.
+"""
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+
+from kafka.protocol.api_header import RequestHeader
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.metadata import ApiVersionsResponse
+
+from .apis import API_TABLE, ApiSpec, advertised_ranges
+from .errors import Errors
+
+_API_KEY_AND_VERSION = struct.Struct(">hh")
+
+
+class FrameError(Exception):
+    """The connection must be closed: the peer sent something we cannot frame or decode."""
+
+
+class InvalidHeaderError(FrameError):
+    """The request header is truncated or malformed."""
+
+
+class BodyDecodeError(FrameError):
+    """The request body does not decode at the version its header claims."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int  # where the request body starts in the payload
+    spec: ApiSpec | None  # None: an api key we do not serve
+
+    @property
+    def api_name(self) -> str:
+        try:
+            return ApiKey(self.api_key).name
+        except ValueError:
+            return f"unknown({self.api_key})"
+
+    @property
+    def supported(self) -> bool:
+        return self.spec is not None and self.spec.supports(self.api_version)
+
+    @property
+    def is_unsupported_api_versions(self) -> bool:
+        """An ApiVersions request at a version we do not serve: answered, in the v0 layout, with
+        UNSUPPORTED_VERSION and our ranges so the client can downgrade (Kafka's RequestContext)."""
+        return self.api_key == ApiKey.ApiVersions and not self.supported
+
+
+def parse_request_header(payload: bytes | memoryview) -> ParsedHeader:
+    """Parse the request header at the start of a frame payload.
+
+    For api keys we do not serve the header is read as v1 (no tagged fields): enough to log the
+    correlation and client id before the shell closes the connection.
+    """
+    if len(payload) < _API_KEY_AND_VERSION.size + 4:
+        raise InvalidHeaderError(f"frame of {len(payload)} bytes is too short for a request header")
+    api_key, api_version = _API_KEY_AND_VERSION.unpack_from(payload, 0)
+    spec = API_TABLE.get(api_key)
+    flexible = spec.request_header_flexible(api_version) if spec is not None else False
+    buf = io.BytesIO(bytes(payload))
+    try:
+        header = RequestHeader.decode(buf, flexible=flexible)
+    except Exception as e:  # kafka-python raises assorted struct/value/unicode errors on bad input
+        raise InvalidHeaderError(f"unparsable request header: {e!r}") from e
+    return ParsedHeader(
+        api_key=api_key,
+        api_version=api_version,
+        correlation_id=header.correlation_id,
+        client_id=header.client_id,
+        body_offset=buf.tell(),
+        spec=spec,
+    )
+
+
+def decode_request_body(header: ParsedHeader, payload: bytes | memoryview) -> ApiMessage:
+    """Decode the body of a supported request with kafka-python's schema for its version."""
+    if header.spec is None or not header.supported:
+        raise BodyDecodeError(f"{header.api_name} v{header.api_version} is not served")
+    body = memoryview(payload)[header.body_offset:]
+    try:
+        return header.spec.request.decode(body, version=header.api_version)
+    except Exception as e:  # truncated or malformed body: kafka-python raises various errors
+        raise BodyDecodeError(
+            f"cannot decode {header.api_name} v{header.api_version} body: {e!r}"
+        ) from e
+
+
+def encode_response(response: ApiMessage, correlation_id: int) -> bytes:
+    """Frame a response body (already built at the request's version) with its response header."""
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))
+
+
+def api_versions_body(version: int, error: Errors = Errors.NONE) -> ApiMessage:
+    """Our ApiVersions answer at `version`; throttle 0, no feature flags."""
+    keys = [
+        ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+        for k, lo, hi in advertised_ranges()
+    ]
+    if version >= 1:
+        return ApiVersionsResponse[version](error_code=error, api_keys=keys, throttle_time_ms=0)
+    return ApiVersionsResponse[0](error_code=error, api_keys=keys)
+
+
+def unsupported_api_versions_response(correlation_id: int) -> bytes:
+    """UNSUPPORTED_VERSION in the v0 body layout (header v0) with our ranges, whatever version was asked."""
+    return encode_response(api_versions_body(0, Errors.UNSUPPORTED_VERSION), correlation_id)

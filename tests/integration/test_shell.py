@@ -1,0 +1,402 @@
+"""The network shell over real sockets: framing, limits, ApiVersions, Metadata, FindCoordinator,
+connection-level errors, in-order responses, shutdown — and a real kafka-python client bootstrapping."""
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+from typing import Any
+
+import pytest
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer import HeartbeatRequest, HeartbeatResponse, JoinGroupRequest
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+
+from .conftest import ServerProcess
+
+pytestmark = pytest.mark.integration
+
+OUR_RANGES = {3: (0, 12), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 18: (0, 4)}
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+def connect(srv: ServerProcess) -> socket.socket:
+    sock = socket.create_connection((srv.host, srv.port), timeout=10)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes | None:
+    buf = b""
+    while len(buf) < n:
+        try:
+            chunk = sock.recv(n - len(buf))
+        except ConnectionResetError:
+            return None
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def recv_frame(sock: socket.socket) -> bytes | None:
+    """One response payload, or None if the server closed the connection."""
+    size = recv_exactly(sock, 4)
+    if size is None:
+        return None
+    return recv_exactly(sock, struct.unpack(">i", size)[0])
+
+
+def send(sock: socket.socket, request: ApiMessage, correlation_id: int = 1, client_id: str = "shell-test") -> None:
+    request.with_header(correlation_id=correlation_id, client_id=client_id)
+    sock.sendall(request.encode(header=True, framed=True))
+
+
+def call(srv: ServerProcess, request: ApiMessage, response_cls: Any, correlation_id: int = 7) -> Any:
+    with connect(srv) as sock:
+        send(sock, request, correlation_id)
+        payload = recv_frame(sock)
+    assert payload is not None, "server closed the connection"
+    response = response_cls.decode(payload, version=request.API_VERSION, header=True)
+    assert response.header.correlation_id == correlation_id
+    return response
+
+
+def assert_closed(sock: socket.socket) -> None:
+    assert recv_frame(sock) is None
+
+
+def assert_serves(srv: ServerProcess) -> None:
+    resp = call(srv, ApiVersionsRequest[0](), ApiVersionsResponse)
+    assert resp.error_code == 0
+
+
+def ranges(resp: Any) -> dict[int, tuple[int, int]]:
+    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+
+def raw_header(api_key: int, api_version: int, correlation_id: int, client_id: bytes, flexible: bool) -> bytes:
+    head = struct.pack(">hhih", api_key, api_version, correlation_id, len(client_id)) + client_id
+    return head + (b"\x00" if flexible else b"")
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+# ----------------------------------------------------------------------------------- lifecycle
+
+
+def test_listening_event_has_host_and_port(server: ServerProcess) -> None:
+    [event] = server.events("listening")
+    assert event["host"] == "127.0.0.1"
+    assert isinstance(event["port"], int) and event["port"] > 0
+    assert_serves(server)
+
+
+@pytest.mark.parametrize("how", ["terminate", "interrupt"])
+def test_signal_shutdown_exits_zero(server: ServerProcess, how: str) -> None:
+    idle = connect(server)  # an idle connection must not hold up shutdown
+    assert getattr(server, how)() == 0
+    assert server.events("stopped")
+    assert_closed(idle)
+    idle.close()
+
+
+def test_restart_keeps_data_dir(server: ServerProcess) -> None:
+    data_dir = server.data_dir
+    server.kill9()
+    server.restart()
+    assert server.data_dir == data_dir
+    assert len(server.events("listening")) == 2
+    assert_serves(server)
+
+
+def test_port_in_use_fails_startup_with_one_line(server_factory: Any) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        srv = server_factory(port=port, start=False)
+        srv.start(wait=False)
+        assert srv.wait() != 0
+    [failure] = srv.events("startup_failed")
+    assert str(port) in failure["error"]
+
+
+# --------------------------------------------------------------------------------- ApiVersions
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_api_versions_lists_exactly_our_ranges(server: ServerProcess, version: int) -> None:
+    req = (ApiVersionsRequest[version](client_software_name="shell-test", client_software_version="1.0")
+           if version >= 3 else ApiVersionsRequest[version]())
+    resp = call(server, req, ApiVersionsResponse)
+    assert resp.error_code == 0
+    assert ranges(resp) == OUR_RANGES
+    if version >= 1:
+        assert resp.throttle_time_ms == 0
+
+
+@pytest.mark.parametrize("version", [5, 99, 32767])
+def test_api_versions_unsupported_version_answers_v0_layout(server: ServerProcess, version: int) -> None:
+    with connect(server) as sock:
+        # A future client: header v2 (flexible) and a body we cannot know.
+        sock.sendall(frame(raw_header(18, version, 4242, b"future", flexible=True) + b"\x00\x01\x02"))
+        payload = recv_frame(sock)
+        assert payload is not None
+        # Response header v0 (correlation id only), then error code 35 and the v0 array of ranges.
+        correlation_id, error = struct.unpack_from(">ih", payload, 0)
+        assert (correlation_id, error) == (4242, 35)
+        resp = ApiVersionsResponse.decode(payload, version=0, header=True)
+        assert ranges(resp) == OUR_RANGES
+        assert len(payload) == 4 + 2 + 4 + 6 * len(OUR_RANGES)  # exactly the v0 layout
+        # The connection stays usable: the client downgrades on it.
+        send(sock, ApiVersionsRequest[3](client_software_name="x", client_software_version="1"), 4243)
+        again = ApiVersionsResponse.decode(recv_frame(sock), version=3, header=True)
+        assert again.error_code == 0 and again.header.correlation_id == 4243
+
+
+# ------------------------------------------------------------------------------------ Metadata
+
+
+def test_metadata_lists_configured_topics(server_factory: Any) -> None:
+    srv = server_factory(topic=["orders:3", "payments:1"], node_id=7)
+    resp = call(srv, MetadataRequest[1](topics=None), MetadataResponse)
+    assert [(b.node_id, b.host, b.port) for b in resp.brokers] == [(7, srv.host, srv.port)]
+    assert resp.controller_id == 7
+    topics = {t.name: t for t in resp.topics}
+    assert set(topics) == {"orders", "payments", "__consumer_offsets"}
+    assert topics["__consumer_offsets"].is_internal is True
+    assert len(topics["__consumer_offsets"].partitions) == 50
+    orders = topics["orders"]
+    assert orders.error_code == 0 and orders.is_internal is False
+    assert [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) for p in orders.partitions] == [
+        (i, 7, [7], [7]) for i in range(3)
+    ]
+
+
+@pytest.mark.parametrize("version", [0, 4, 9, 12])
+def test_metadata_every_version_encodes(server_factory: Any, version: int) -> None:
+    srv = server_factory(topic=["orders:2"])
+    req = MetadataRequest[version](topics=[MetadataRequest.MetadataRequestTopic(name="orders")],
+                                   allow_auto_topic_creation=False)
+    resp = call(srv, req, MetadataResponse)
+    [topic] = resp.topics
+    assert (topic.name, topic.error_code, len(topic.partitions)) == ("orders", 0, 2)
+    if version >= 7:
+        assert {p.leader_epoch for p in topic.partitions} == {0}
+    if version >= 2:
+        assert resp.cluster_id == "coordinator-server-cluster"
+
+
+def test_metadata_auto_creates_and_keeps_topic_id(server: ServerProcess) -> None:
+    req = MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="fresh", topic_id=None)],
+                              allow_auto_topic_creation=True)
+    first = call(server, req, MetadataResponse).topics[0]
+    assert (first.name, first.error_code, len(first.partitions)) == ("fresh", 0, 1)
+    assert isinstance(first.topic_id, uuid.UUID)
+    listed = {t.name: t for t in call(server, MetadataRequest[12](topics=None), MetadataResponse).topics}
+    assert listed["fresh"].topic_id == first.topic_id
+    # and by id
+    by_id = MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=first.topic_id)])
+    assert call(server, by_id, MetadataResponse).topics[0].name == "fresh"
+    server.wait_for_event("topic_auto_created", topic="fresh")
+
+
+def test_metadata_unknown_and_invalid_topics(server: ServerProcess) -> None:
+    names = ["missing", "bad name!", "x" * 250, "..", "ok.name-1_x"]
+    req = MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names],
+                             allow_auto_topic_creation=False)
+    errors = {t.name: t.error_code for t in call(server, req, MetadataResponse).topics}
+    assert errors == {"missing": 3, "bad name!": 17, "x" * 250: 17, "..": 17, "ok.name-1_x": 3}
+    # v0-3 always allow auto-creation, invalid names are never created
+    req = MetadataRequest[3](topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in ["auto3", "a b"]])
+    errors = {t.name: t.error_code for t in call(server, req, MetadataResponse).topics}
+    assert errors == {"auto3": 0, "a b": 17}
+
+
+def test_metadata_empty_list_means_none_from_v1(server: ServerProcess) -> None:
+    assert call(server, MetadataRequest[1](topics=[]), MetadataResponse).topics == []
+    v0_all = call(server, MetadataRequest[0](topics=[]), MetadataResponse).topics
+    assert [t.name for t in v0_all] == ["__consumer_offsets"]
+
+
+# ----------------------------------------------------------------------------- FindCoordinator
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_find_coordinator_group_flat(server: ServerProcess, version: int) -> None:
+    req = (FindCoordinatorRequest[version](key="any-group", key_type=0) if version >= 1
+           else FindCoordinatorRequest[0](key="any-group"))
+    resp = call(server, req, FindCoordinatorResponse)
+    assert (resp.error_code, resp.node_id, resp.host, resp.port) == (0, 0, server.host, server.port)
+    if version >= 1:
+        assert resp.error_message is None
+
+
+@pytest.mark.parametrize(("version", "key_type", "error"), [
+    (1, 1, 15), (3, 1, 15), (1, 2, 42), (3, 2, 42), (2, 9, 42),
+])
+def test_find_coordinator_flat_errors(server: ServerProcess, version: int, key_type: int, error: int) -> None:
+    resp = call(server, FindCoordinatorRequest[version](key="k", key_type=key_type), FindCoordinatorResponse)
+    assert (resp.error_code, resp.node_id, resp.host, resp.port) == (error, -1, "", -1)
+    assert resp.error_message
+
+
+@pytest.mark.parametrize("version", [4, 5, 6])
+def test_find_coordinator_batched_in_request_order(server: ServerProcess, version: int) -> None:
+    keys = ["zeta", "alpha", "", "group-\u00e9"]
+    resp = call(server, FindCoordinatorRequest[version](key_type=0, coordinator_keys=keys), FindCoordinatorResponse)
+    assert [(c.key, c.error_code, c.node_id, c.host, c.port) for c in resp.coordinators] == [
+        (k, 0, 0, server.host, server.port) for k in keys
+    ]
+
+
+@pytest.mark.parametrize(("version", "key_type", "error"), [(4, 1, 15), (5, 2, 42), (6, 2, 15), (6, 3, 42)])
+def test_find_coordinator_batched_errors(server: ServerProcess, version: int, key_type: int, error: int) -> None:
+    req = FindCoordinatorRequest[version](key_type=key_type, coordinator_keys=["a", "b"])
+    resp = call(server, req, FindCoordinatorResponse)
+    assert [(c.key, c.error_code, c.node_id, c.host, c.port) for c in resp.coordinators] == [
+        ("a", error, -1, "", -1), ("b", error, -1, "", -1)
+    ]
+    assert all(c.error_message for c in resp.coordinators)
+
+
+# ------------------------------------------------------------------ per-connection error handling
+
+
+@pytest.mark.parametrize("size", [2000, -1, 0, 2**31 - 1])
+def test_bad_frame_size_closes_only_that_connection(server_factory: Any, size: int) -> None:
+    srv = server_factory(socket_request_max_bytes=1024)
+    bystander = connect(srv)
+    with connect(srv) as sock:
+        # Only the size is sent: the server must refuse before waiting for the body.
+        sock.sendall(struct.pack(">i", size))
+        assert_closed(sock)
+    srv.wait_for_event("invalid_frame_size", size=size)
+    send(bystander, ApiVersionsRequest[0]())
+    assert recv_frame(bystander) is not None
+    bystander.close()
+    assert_serves(srv)
+
+
+def test_max_bytes_frame_is_accepted(server_factory: Any) -> None:
+    srv = server_factory(socket_request_max_bytes=1024)
+    req = ApiVersionsRequest[0]()
+    req.with_header(correlation_id=3, client_id="c" * (1024 - 10))
+    data = req.encode(header=True, framed=True)
+    assert struct.unpack_from(">i", data)[0] == 1024
+    with connect(srv) as sock:
+        sock.sendall(data)
+        assert recv_frame(sock) is not None
+
+
+@pytest.mark.parametrize("payload", [
+    b"\x00\x12\x00",  # too short for a header
+    b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x50abc",  # client id longer than the frame
+])
+def test_garbage_header_closes_connection(server: ServerProcess, payload: bytes) -> None:
+    with connect(server) as sock:
+        sock.sendall(frame(payload))
+        assert_closed(sock)
+    server.wait_for_event("invalid_request_header")
+    assert_serves(server)
+
+
+def test_unknown_api_key_closes_connection(server: ServerProcess) -> None:
+    with connect(server) as sock:
+        sock.sendall(frame(raw_header(999, 0, 5, b"who", flexible=False)))
+        assert_closed(sock)
+    with connect(server) as sock:  # Produce is a real api we do not serve
+        sock.sendall(frame(raw_header(0, 9, 6, b"who", flexible=True) + b"\x00" * 20))
+        assert_closed(sock)
+    server.wait_for_event("unknown_api_key", api_key=999)
+    server.wait_for_event("unknown_api_key", api_key=0)
+    assert_serves(server)
+
+
+@pytest.mark.parametrize("version", [10, 99, -1])
+def test_unsupported_join_group_version_closes_connection(server: ServerProcess, version: int) -> None:
+    with connect(server) as sock:
+        sock.sendall(frame(raw_header(11, version, 8, b"old", flexible=version >= 6) + b"\x00" * 30))
+        assert_closed(sock)
+    event = server.wait_for_event("unsupported_api_version", api_version=version)
+    assert event["api"] == "JoinGroup" and event["client_id"] == "old"
+    assert_serves(server)
+
+
+def test_undecodable_body_closes_connection(server: ServerProcess) -> None:
+    good = JoinGroupRequest[0](group_id="g", session_timeout_ms=10000, member_id="", protocol_type="consumer",
+                               protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")])
+    good.with_header(correlation_id=9, client_id="trunc")
+    data = good.encode(header=True, framed=False)
+    with connect(server) as sock:
+        sock.sendall(frame(data[:-5]))  # body cut short
+        assert_closed(sock)
+    server.wait_for_event("invalid_request_body", api="JoinGroup")
+    assert_serves(server)
+
+
+# ------------------------------------------------------------------------------- ordering
+
+
+def test_pipelined_requests_answered_in_order(server: ServerProcess) -> None:
+    with connect(server) as sock:
+        reqs: list[tuple[ApiMessage, Any]] = [
+            (ApiVersionsRequest[2](), ApiVersionsResponse),
+            (MetadataRequest[12](topics=None), MetadataResponse),
+            (FindCoordinatorRequest[6](key_type=0, coordinator_keys=["g"]), FindCoordinatorResponse),
+            (HeartbeatRequest[4](group_id="no-such-group", generation_id=1, member_id="m",
+                                 group_instance_id=None), HeartbeatResponse),
+            (ApiVersionsRequest[4](client_software_name="a", client_software_version="1"), ApiVersionsResponse),
+        ]
+        blob = b""
+        for i, (req, _) in enumerate(reqs):
+            req.with_header(correlation_id=100 + i, client_id="pipe")
+            blob += req.encode(header=True, framed=True)
+        sock.sendall(blob)  # all at once: the server must still answer one by one, in order
+        for i, (req, resp_cls) in enumerate(reqs):
+            payload = recv_frame(sock)
+            assert payload is not None
+            resp = resp_cls.decode(payload, version=req.API_VERSION, header=True)
+            assert resp.header.correlation_id == 100 + i
+
+
+# ------------------------------------------------------------------------------- real clients
+
+
+def test_kafka_python_admin_client_bootstraps(server_factory: Any) -> None:
+    from kafka import KafkaAdminClient
+
+    srv = server_factory(topic=["orders:3"])
+    admin = KafkaAdminClient(bootstrap_servers=srv.address, client_id="shell-admin", request_timeout_ms=10000)
+    try:
+        assert "orders" in admin.list_topics()
+        cluster = admin.describe_cluster()
+        assert [(b["broker_id"], b["host"], b["port"]) for b in cluster["brokers"]] == [(0, srv.host, srv.port)]
+        assert cluster["controller_id"] == 0
+    finally:
+        admin.close()
+
+
+def test_kafka_python_consumer_sees_partitions(server_factory: Any) -> None:
+    from kafka import KafkaConsumer
+
+    srv = server_factory(topic=["orders:3"])
+    consumer = KafkaConsumer(bootstrap_servers=srv.address, client_id="shell-consumer", request_timeout_ms=10000,
+                             enable_auto_commit=False)
+    try:
+        assert consumer.partitions_for_topic("orders") == {0, 1, 2}
+        assert "orders" in consumer.topics()
+    finally:
+        consumer.close()
