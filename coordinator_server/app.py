@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 
 import structlog
 
@@ -15,7 +16,7 @@ log = structlog.get_logger("coordinator_server")
 
 # Busy connections get this long to finish normal requests before the runtime closes and answers
 # parked ones; then this long for everything before stuck connections are cancelled.
-DRAIN_GRACE_S = 1.0
+DRAIN_GRACE_S = 0.5
 CLOSE_TIMEOUT_S = 10.0
 
 
@@ -35,7 +36,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         raise StartupError(f"cannot open the coordinator log in {config.data_dir}: {e}") from e
 
     try:
-        endpoint = BrokerEndpoint(node_id=config.node_id, host=config.advertised, port=config.port)
+        endpoint = BrokerEndpoint(node_id=config.node_id, host=_advertised_host(config), port=config.port)
         topics = TopicRegistry(config.topics, config.offsets_partitions)
         handlers = RequestHandlers(runtime, topics, endpoint, config.cluster_id)
         server = CoordinatorServer(handlers, config.socket_request_max_bytes)
@@ -65,3 +66,12 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
     await runtime.close()
     await server.close(CLOSE_TIMEOUT_S)
     log.info("stopped")
+
+
+def _advertised_host(config: Config) -> str:
+    """Clients cannot connect to a wildcard address: like Kafka with an empty listener host, advertise
+    this machine's canonical name unless --advertised-host says otherwise."""
+    host = config.advertised
+    if host in ("", "0.0.0.0", "::"):
+        return socket.getfqdn()
+    return host

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 
 import structlog
+import structlog.tracebacks
 import uvloop
 
 from coordinator_server.app import StartupError, serve
@@ -23,7 +24,9 @@ def configure_logging(log_format: str, log_level: str) -> None:
     renderer: structlog.typing.Processor
     if log_format == "json":
         renderer = structlog.processors.JSONRenderer()
-        exc: list[structlog.typing.Processor] = [structlog.processors.dict_tracebacks]
+        # Structured tracebacks without frame locals: locals could carry client payloads into logs.
+        exc: list[structlog.typing.Processor] = [structlog.processors.ExceptionRenderer(
+            structlog.tracebacks.ExceptionDictTransformer(show_locals=False))]
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
         exc = []

@@ -41,7 +41,7 @@ class ApiSpec:
 
     @property
     def name(self) -> str:
-        return ApiKey(self.key).name
+        return str(ApiKey(self.key).name)
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version

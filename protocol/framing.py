@@ -49,7 +49,7 @@ class ParsedHeader:
     @property
     def api_name(self) -> str:
         try:
-            return ApiKey(self.api_key).name
+            return str(ApiKey(self.api_key).name)
         except ValueError:
             return f"unknown({self.api_key})"
 

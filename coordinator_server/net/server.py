@@ -29,9 +29,26 @@ class CoordinatorServer:
         self._connections: set[Connection] = set()
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Bind and start accepting; returns the bound (host, port) — the real port for port 0."""
-        self._server = await asyncio.start_server(self._on_connection, host, port, reuse_address=True)
-        sock = self._server.sockets[0]
+        """Bind and start accepting; returns the bound (host, port) — the real port for port 0.
+
+        Like a Kafka listener we bind exactly one address: the first the host resolves to. (Letting
+        asyncio bind every address of e.g. "localhost" would, with port 0, give each its own port.)
+        An empty host binds all interfaces.
+        """
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        if not infos:
+            raise OSError(f"cannot resolve {host!r}")
+        family, sock_type, proto, _, addr = infos[0]
+        sock = socket.socket(family, sock_type, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+            sock.setblocking(False)
+            self._server = await asyncio.start_server(self._on_connection, sock=sock, backlog=1024)
+        except BaseException:
+            sock.close()
+            raise
         bound = sock.getsockname()
         return str(bound[0]), int(bound[1])
 

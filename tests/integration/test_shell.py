@@ -9,7 +9,16 @@ from typing import Any
 
 import pytest
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.consumer import HeartbeatRequest, HeartbeatResponse, JoinGroupRequest
+from kafka.protocol.consumer import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -370,6 +379,82 @@ def test_pipelined_requests_answered_in_order(server: ServerProcess) -> None:
             assert payload is not None
             resp = resp_cls.decode(payload, version=req.API_VERSION, header=True)
             assert resp.header.correlation_id == 100 + i
+
+
+# ------------------------------------------------------------------- group APIs through the runtime
+
+
+def join_request(version: int, group: str, member_id: str = "", session_ms: int = 30000) -> ApiMessage:
+    return JoinGroupRequest[version](
+        group_id=group, session_timeout_ms=session_ms, rebalance_timeout_ms=session_ms, member_id=member_id,
+        group_instance_id=None, protocol_type="consumer", reason=None,
+        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"sub")],
+    )
+
+
+def exchange(sock: socket.socket, request: ApiMessage, response_cls: Any, correlation_id: int) -> Any:
+    send(sock, request, correlation_id)
+    payload = recv_frame(sock)
+    assert payload is not None, "server closed the connection"
+    response = response_cls.decode(payload, version=request.API_VERSION, header=True)
+    assert response.header.correlation_id == correlation_id
+    return response
+
+
+@pytest.mark.parametrize("version", [4, 6, 7, 9])
+def test_join_group_member_id_required(server: ServerProcess, version: int) -> None:
+    resp = call(server, join_request(version, "needs-id"), JoinGroupResponse)
+    assert resp.error_code == 79  # MEMBER_ID_REQUIRED, with the id to rejoin with
+    assert resp.member_id and resp.generation_id == -1
+    assert resp.protocol_name == (None if version >= 7 else "")
+
+
+def test_group_round_trip_over_one_connection(server_factory: Any) -> None:
+    srv = server_factory(initial_rebalance_delay_ms=0)
+    with connect(srv) as sock:
+        first = exchange(sock, join_request(5, "rt"), JoinGroupResponse, 1)
+        assert first.error_code == 79
+        joined = exchange(sock, join_request(5, "rt", first.member_id), JoinGroupResponse, 2)
+        assert (joined.error_code, joined.generation_id, joined.protocol_name) == (0, 1, "range")
+        assert joined.leader == joined.member_id == first.member_id
+        assert [(m.member_id, m.metadata) for m in joined.members] == [(first.member_id, b"sub")]
+        sync = SyncGroupRequest[5](
+            group_id="rt", generation_id=1, member_id=joined.member_id, group_instance_id=None,
+            protocol_type="consumer", protocol_name="range",
+            assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"a")],
+        )
+        synced = exchange(sock, sync, SyncGroupResponse, 3)
+        assert (synced.error_code, synced.assignment, synced.protocol_type, synced.protocol_name) == (
+            0, b"a", "consumer", "range")
+        hb = HeartbeatRequest[4](group_id="rt", generation_id=1, member_id=joined.member_id, group_instance_id=None)
+        assert exchange(sock, hb, HeartbeatResponse, 4).error_code == 0
+        leave = exchange(sock, LeaveGroupRequest[0](group_id="rt", member_id=joined.member_id), LeaveGroupResponse, 5)
+        assert leave.error_code == 0
+        # LeaveGroup v0 folds the member error: leaving again is UNKNOWN_MEMBER_ID at the top level.
+        again = exchange(sock, LeaveGroupRequest[1](group_id="rt", member_id=joined.member_id), LeaveGroupResponse, 6)
+        assert again.error_code == 25
+
+
+def test_sigterm_answers_parked_join_then_exits_zero(server_factory: Any) -> None:
+    srv = server_factory(initial_rebalance_delay_ms=0)
+    with connect(srv) as a, connect(srv) as b:
+        joined = exchange(a, join_request(0, "parked"), JoinGroupResponse, 1)
+        assert joined.error_code == 0
+        # A second member starts a rebalance that waits for the first to rejoin: its JoinGroup parks.
+        send(b, join_request(0, "parked"), 2)
+        b.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            recv_frame(b)
+        b.settimeout(15)
+        assert srv.proc is not None
+        srv.proc.send_signal(15)
+        payload = recv_frame(b)
+        assert payload is not None, "the parked JoinGroup was dropped instead of answered"
+        resp = JoinGroupResponse.decode(payload, version=0, header=True)
+        assert resp.header.correlation_id == 2
+        assert resp.error_code == 16  # NOT_COORDINATOR: the client rediscovers and rejoins
+        assert_closed(b)
+    assert srv.wait() == 0
 
 
 # ------------------------------------------------------------------------------- real clients
