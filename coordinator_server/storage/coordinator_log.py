@@ -1,0 +1,348 @@
+"""The `__consumer_offsets` partitions of one data directory, with an asyncio group-commit writer.
+
+Theory of operation
+-------------------
+Callers (the coordinator shell, one per group under that group's lock) `await append(partition,
+records, timestamp_ms)`. The records are encoded at once, so a bad record fails its caller and nothing
+else, and the append joins a queue. One writer task drains the queue: it takes *everything* queued,
+writes one batch per append (appends of one partition in call order) and then fsyncs each partition it
+touched once, before resolving all of their futures. While a round is on the disk, new appends queue up
+for the next round, so under load one fsync covers many appends (group commit).
+
+All file I/O of a round runs in one dedicated thread (`run_in_executor`), so the event loop never blocks
+on a write or an fsync, and no two rounds touch a file at the same time.
+
+Fsync policy: `always` resolves after the fsync; `interval:MS` resolves after the write and fsyncs the
+dirty partitions at most every MS in the background; `never` resolves after the write and leaves flushing
+to the OS (and `close()`).
+
+Failures: a failed write (e.g. ENOSPC) fails only the appends whose batches did not make it to the file,
+with `StorageError`; `PartitionLog` truncates the partial batch away, so later appends still make a valid
+log. A failed fsync is different: after one, the kernel may have dropped the dirty pages and a retried
+fsync can report success for data that is gone, so that partition refuses further appends until the
+server restarts and recovery has re-read what is really on disk.
+
+The data directory holds `.lock` (an exclusive `flock` while a server uses it), `meta.properties` (the
+partition count the directory was created with) and one `__consumer_offsets-<p>/` per partition.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno as errno_mod
+import fcntl
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from coordinator_server.config import FsyncPolicy
+from coordinator_server.group.records import CoordinatorRecord
+from coordinator_server.storage.codec import decode_record, encode_record, record_key_version
+from coordinator_server.storage.errors import RecordDecodeError, StorageError
+from coordinator_server.storage.log import DEFAULT_SEGMENT_BYTES, FileIO, PartitionLog, partition_dir
+
+log = structlog.get_logger(__name__)
+
+LOCK_FILE = ".lock"
+META_FILE = "meta.properties"
+META_PARTITIONS_KEY = "offsets.topic.num.partitions"
+_META_VERSION = "1"
+
+
+@dataclass
+class _Append:
+    partition: int
+    records: list[tuple[bytes, bytes | None]]
+    timestamp_ms: int
+    future: asyncio.Future[None]
+
+
+class CoordinatorLog:
+    def __init__(self, data_dir: Path, partitions: int, fsync: FsyncPolicy, logs: list[PartitionLog],
+                 lock_fd: int) -> None:
+        self.data_dir = data_dir
+        self._partitions = partitions
+        self._fsync = fsync
+        self._logs = logs
+        self._lock_fd = lock_fd
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coordinator-log")
+        self._pending: list[_Append] = []
+        self._wakeup: asyncio.Event | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._dirty: set[int] = set()  # interval mode: written since their last fsync
+        self._flush_deadline: float | None = None  # loop time of the next background fsync
+        self._failed: dict[int, StorageError] = {}  # partitions whose fsync failed
+        self._closing = False
+        self._closed = False
+
+    @classmethod
+    def open(cls, data_dir: str | Path, partitions: int, fsync: FsyncPolicy, *,
+             segment_bytes: int = DEFAULT_SEGMENT_BYTES, file_io: FileIO | None = None) -> CoordinatorLog:
+        """Lock the data directory, settle the partition count and open (recover) every partition.
+
+        Raises StorageError when the directory is in use or its meta.properties is unusable, and
+        CorruptLogError when a partition's log is damaged before its tail.
+        """
+        data_dir = Path(data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        lock_fd = _lock(data_dir)
+        logs: list[PartitionLog] = []
+        try:
+            effective = _settle_partition_count(data_dir, partitions)
+            for p in range(effective):
+                logs.append(PartitionLog.open(data_dir, p, segment_bytes, file_io))
+        except BaseException:
+            for plog in logs:
+                plog.close()
+            _unlock(lock_fd)
+            raise
+        return cls(data_dir, effective, fsync, logs, lock_fd)
+
+    @property
+    def partitions(self) -> int:
+        """The effective `__consumer_offsets` partition count (the one recorded in meta.properties)."""
+        return self._partitions
+
+    def replay(self, partition: int) -> Iterator[CoordinatorRecord]:
+        """Every record of `partition` in log order. Records of types this server does not read
+        (KIP-848, share groups) are logged and left out; a record that does not decode raises."""
+        for rec in self._log(partition).read():
+            where = f"__consumer_offsets-{partition} offset {rec.offset}"
+            if rec.key is None:
+                raise RecordDecodeError(f"{where}: record has no key")
+            try:
+                decoded = decode_record(rec.key, rec.value)
+            except RecordDecodeError as e:
+                raise RecordDecodeError(f"{where}: {e}") from e
+            if decoded is None:
+                log.warning("unknown_record_type_skipped", partition=partition, offset=rec.offset,
+                            key_version=record_key_version(rec.key))
+                continue
+            yield decoded
+
+    async def append(self, partition: int, records: Sequence[CoordinatorRecord], timestamp_ms: int) -> None:
+        """Append `records` as one batch; returns once durable per the fsync policy.
+
+        Raises StorageError when the write or fsync failed (then none of these records count), and
+        TypeError/ValueError at once for a record that cannot be encoded.
+        """
+        if self._closing:
+            raise StorageError("coordinator log is closed")
+        plog = self._log(partition)
+        if not records:
+            return
+        encoded = [encode_record(r) for r in records]
+        if partition in self._failed:
+            raise self._failed[partition]
+        if plog.failed is not None:
+            raise StorageError(f"__consumer_offsets-{partition} is unusable until restart: {plog.failed}",
+                               plog.failed.errno)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._pending.append(_Append(partition, encoded, timestamp_ms, future))
+        self._start_writer()
+        await future
+
+    async def close(self) -> None:
+        """Wait for queued appends, fsync every partition, close the files and release the lock."""
+        if self._closed:
+            return
+        self._closing = True
+        if self._writer is not None:
+            self._start_writer()  # wakes it so it drains the queue and stops
+            await self._writer
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._sync_and_close_all)
+        finally:
+            self._executor.shutdown(wait=True)
+            _unlock(self._lock_fd)
+            self._closed = True
+
+    # -- the writer --
+
+    def _start_writer(self) -> None:
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._run(), name="coordinator-log-writer")
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        assert self._wakeup is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._pending:
+                if self._closing:
+                    return
+                timeout = None if self._flush_deadline is None else max(0.0, self._flush_deadline - loop.time())
+                # Clearing and checking `_pending` happen with no await between them, so no wakeup is lost.
+                self._wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+            round_, self._pending = self._pending, []
+            if round_:
+                await self._write(loop, round_)
+            if self._flush_deadline is not None and loop.time() >= self._flush_deadline:
+                dirty, self._dirty, self._flush_deadline = self._dirty, set(), None
+                try:
+                    await loop.run_in_executor(self._executor, self._sync_background, dirty)
+                except Exception:  # a bug, not an I/O error (those poison the partition): keep writing
+                    log.exception("coordinator_log_background_fsync_failed")
+
+    async def _write(self, loop: asyncio.AbstractEventLoop, round_: list[_Append]) -> None:
+        try:
+            errors, written = await loop.run_in_executor(self._executor, self._write_round, round_)
+        except Exception as e:  # a bug, not an I/O error: fail the round rather than hang its callers
+            log.exception("coordinator_log_write_round_failed")
+            errors = [StorageError(f"internal error in the log writer: {e!r}")] * len(round_)
+            written = set()
+        for a, err in zip(round_, errors, strict=True):
+            if a.future.done():  # the caller was cancelled; its batch was written all the same
+                continue
+            if err is None:
+                a.future.set_result(None)
+            else:
+                a.future.set_exception(err)
+        if self._fsync.mode == "interval" and written:
+            self._dirty |= written
+            if self._flush_deadline is None:
+                self._flush_deadline = loop.time() + self._fsync.interval_ms / 1000
+
+    def _write_round(self, round_: list[_Append]) -> tuple[list[StorageError | None], set[int]]:
+        """In the I/O thread: one batch per append, then (policy `always`) one fsync per partition."""
+        errors: list[StorageError | None] = [None] * len(round_)
+        written: dict[int, list[int]] = {}
+        for i, a in enumerate(round_):
+            if a.partition in self._failed:
+                errors[i] = self._failed[a.partition]
+                continue
+            try:
+                self._logs[a.partition].append(a.records, a.timestamp_ms)
+            except OSError as e:
+                log.error("log_append_failed", partition=a.partition, errno=e.errno, error=str(e))
+                errors[i] = StorageError(f"append to __consumer_offsets-{a.partition} failed: {e}", e.errno)
+            else:
+                written.setdefault(a.partition, []).append(i)
+        if self._fsync.mode == "always":
+            for p, indices in written.items():
+                err = self._sync(p)
+                if err is not None:
+                    for i in indices:
+                        errors[i] = err
+        return errors, set(written)
+
+    def _sync_background(self, partitions: set[int]) -> None:
+        for p in sorted(partitions):
+            self._sync(p)
+
+    def _sync(self, partition: int) -> StorageError | None:
+        if partition in self._failed:
+            return self._failed[partition]
+        try:
+            self._logs[partition].sync()
+        except OSError as e:
+            err = StorageError(f"fsync of __consumer_offsets-{partition} failed: {e}; the partition takes "
+                               "no more appends until the server restarts", e.errno)
+            log.error("log_fsync_failed", partition=partition, errno=e.errno, error=str(e))
+            self._failed[partition] = err
+            return err
+        return None
+
+    def _sync_and_close_all(self) -> None:
+        first_error: StorageError | None = None
+        for p, plog in enumerate(self._logs):
+            err = None if plog.failed is not None else self._sync(p)
+            first_error = first_error or err
+            plog.close()
+        if first_error is not None:
+            raise first_error
+
+    def _log(self, partition: int) -> PartitionLog:
+        if not 0 <= partition < self._partitions:
+            raise ValueError(f"__consumer_offsets has partitions 0-{self._partitions - 1}, not {partition}")
+        return self._logs[partition]
+
+
+def _lock(data_dir: Path) -> int:
+    path = data_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        if e.errno in (errno_mod.EWOULDBLOCK, errno_mod.EAGAIN):
+            raise StorageError(f"data directory {data_dir} is in use by another coordinator-server "
+                               f"(pid {holder or 'unknown'} holds the lock on {path})", e.errno) from e
+        raise StorageError(f"cannot lock {path}: {e}", e.errno) from e
+    # The pid is only for the message above; the flock is what excludes.
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _unlock(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+def _settle_partition_count(data_dir: Path, configured: int) -> int:
+    """The recorded partition count wins over the flag: it decides which partition holds each group,
+    so changing it would lose every group (Kafka likewise uses the existing topic's partition count)."""
+    path = data_dir / META_FILE
+    if not path.exists():
+        existing = sorted(p.name for p in data_dir.glob("__consumer_offsets-*"))
+        if existing:
+            raise StorageError(f"{path} is missing but {data_dir} already holds {', '.join(existing[:3])}"
+                               f"{' ...' if len(existing) > 3 else ''}; restore {META_FILE} (a line "
+                               f"{META_PARTITIONS_KEY}=<count>) rather than guess the partition count")
+        _write_meta(path, configured)
+        return configured
+    recorded = _read_meta(path)
+    if recorded != configured:
+        log.warning("offsets_partitions_flag_ignored", configured=configured, recorded=recorded, file=str(path))
+    return recorded
+
+
+def _read_meta(path: Path) -> int:
+    props: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    try:
+        count = int(props[META_PARTITIONS_KEY])
+    except (KeyError, ValueError):
+        raise StorageError(f"{path} has no valid {META_PARTITIONS_KEY}=<count> line") from None
+    if count < 1:
+        raise StorageError(f"{path}: {META_PARTITIONS_KEY}={count} must be at least 1")
+    return count
+
+
+def _write_meta(path: Path, partitions: int) -> None:
+    # Written once, atomically: a crash leaves either no file (first start again) or the whole file.
+    tmp = path.with_name(path.name + ".tmp")
+    text = (f"# coordinator-server: __consumer_offsets layout of this data directory. Do not edit.\n"
+            f"version={_META_VERSION}\n{META_PARTITIONS_KEY}={partitions}\n")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+__all__ = ["LOCK_FILE", "META_FILE", "CoordinatorLog", "partition_dir"]

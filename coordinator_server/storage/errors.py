@@ -1,0 +1,38 @@
+"""Storage failures, by severity (style.md §10).
+
+`StorageError` is per request: an append could not be made durable, the waiting clients get a retriable
+error and nothing was applied. `CorruptLogError` and `RecordDecodeError` are per process: the log is
+damaged before its tail, or a record cannot be read, so the server refuses to start rather than load a
+partial state.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class StorageError(Exception):
+    """An append or fsync failed. `errno` is the OS error number when there was one (e.g. ENOSPC)."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.errno = errno
+
+
+class CorruptLogError(Exception):
+    """A bad batch that is not a torn tail: recovery stopped and changed nothing on disk."""
+
+    def __init__(self, path: Path | str, position: int, reason: str) -> None:
+        self.path = Path(path)
+        self.position = position
+        self.reason = reason
+        super().__init__(
+            f"corrupt log segment {self.path} at byte position {position}: {reason}. "
+            "Nothing was changed on disk. The file is a Kafka v2 record-batch log segment; an operator can "
+            f"inspect it (e.g. kafka-dump-log.sh --offsets-decoder --files {self.path}) and, after "
+            "inspection, move the segment aside to start without the records it holds."
+        )
+
+
+class RecordDecodeError(Exception):
+    """A `__consumer_offsets` key or value of a known record type does not decode."""

@@ -1,0 +1,205 @@
+"""`__consumer_offsets` key/value codec: Kafka's byte layout (kafka-semantics.md §5), every readable
+version, tombstones, and the errors a damaged record must raise."""
+from __future__ import annotations
+
+import pytest
+
+from coordinator_server.group.records import (
+    GroupMetadataRecord,
+    GroupMetadataValue,
+    MemberRecord,
+    OffsetCommitRecord,
+    OffsetCommitValue,
+)
+from coordinator_server.storage.codec import decode_record, encode_record, record_key_version
+from coordinator_server.storage.errors import RecordDecodeError
+from protocol import coordinator_records as schema
+
+MEMBER = MemberRecord(
+    member_id="m1", group_instance_id="inst", client_id="client", client_host="/10.0.0.1",
+    rebalance_timeout_ms=300_000, session_timeout_ms=45_000, subscription=b"\x00\x01", assignment=b"",
+)
+GROUP = GroupMetadataValue(
+    protocol_type="consumer", generation=5, protocol="range", leader="m1",
+    current_state_timestamp_ms=1234, members=(MEMBER,),
+)
+OFFSET = OffsetCommitValue(offset=42, leader_epoch=7, metadata="meta", commit_timestamp_ms=1000,
+                           expire_timestamp_ms=-1)
+
+# --- golden bytes, written out by hand from the field layout in kafka-semantics.md §5 ---
+
+OFFSET_KEY_V1 = (
+    b"\x00\x01"                      # key version 1 = offset commit
+    b"\x00\x01" b"g"                 # group: int16 length + UTF-8
+    b"\x00\x01" b"t"                 # topic
+    b"\x00\x00\x00\x03"              # partition int32
+)
+OFFSET_VALUE_V3 = (
+    b"\x00\x03"                      # value version 3
+    b"\x00\x00\x00\x00\x00\x00\x00\x2a"  # offset int64 = 42
+    b"\x00\x00\x00\x07"              # leaderEpoch int32 = 7
+    b"\x00\x04" b"meta"              # metadata string
+    b"\x00\x00\x00\x00\x00\x00\x03\xe8"  # commitTimestamp int64 = 1000
+)
+OFFSET_VALUE_V1 = (
+    b"\x00\x01"                      # value version 1: carries expireTimestamp, no leaderEpoch
+    b"\x00\x00\x00\x00\x00\x00\x00\x2a"  # offset
+    b"\x00\x04" b"meta"              # metadata
+    b"\x00\x00\x00\x00\x00\x00\x03\xe8"  # commitTimestamp = 1000
+    b"\x00\x00\x00\x00\x00\x00\x07\xd0"  # expireTimestamp = 2000
+)
+GROUP_KEY_V2 = b"\x00\x02" b"\x00\x01" b"g"  # key version 2 = group metadata; group string
+GROUP_VALUE_V3 = (
+    b"\x00\x03"                      # value version 3
+    b"\x00\x08" b"consumer"          # protocolType
+    b"\x00\x00\x00\x05"              # generation int32
+    b"\x00\x05" b"range"             # protocol (nullable string)
+    b"\x00\x02" b"m1"                # leader (nullable string)
+    b"\x00\x00\x00\x00\x00\x00\x04\xd2"  # currentStateTimestamp int64 = 1234
+    b"\x00\x00\x00\x01"              # members: int32 array length
+    b"\x00\x02" b"m1"                # memberId
+    b"\x00\x04" b"inst"              # groupInstanceId (v3+, nullable)
+    b"\x00\x06" b"client"            # clientId
+    b"\x00\x09" b"/10.0.0.1"         # clientHost
+    b"\x00\x04\x93\xe0"              # rebalanceTimeout int32 = 300000
+    b"\x00\x00\xaf\xc8"              # sessionTimeout int32 = 45000
+    b"\x00\x00\x00\x02" b"\x00\x01"  # subscription: int32 length + bytes
+    b"\x00\x00\x00\x00"              # assignment: empty
+)
+EMPTY_GROUP_VALUE_V3 = (
+    b"\x00\x03" b"\x00\x08" b"consumer" b"\x00\x00\x00\x06"
+    b"\xff\xff"                      # protocol null
+    b"\xff\xff"                      # leader null
+    b"\x00\x00\x00\x00\x00\x00\x00\x09"
+    b"\x00\x00\x00\x00"              # no members
+)
+
+
+def test_offset_commit_golden_bytes() -> None:
+    rec = OffsetCommitRecord("g", "t", 3, OFFSET)
+    assert encode_record(rec) == (OFFSET_KEY_V1, OFFSET_VALUE_V3)
+    assert decode_record(OFFSET_KEY_V1, OFFSET_VALUE_V3) == rec
+
+
+def test_offset_commit_with_expire_timestamp_is_written_as_v1() -> None:
+    value = OffsetCommitValue(42, leader_epoch=7, metadata="meta", commit_timestamp_ms=1000,
+                              expire_timestamp_ms=2000)
+    key, encoded = encode_record(OffsetCommitRecord("g", "t", 3, value))
+    assert encoded == OFFSET_VALUE_V1
+    # v1 has no leader epoch: Kafka drops it too.
+    assert decode_record(key, encoded) == OffsetCommitRecord("g", "t", 3, OffsetCommitValue(
+        42, leader_epoch=-1, metadata="meta", commit_timestamp_ms=1000, expire_timestamp_ms=2000))
+
+
+def test_group_metadata_golden_bytes() -> None:
+    rec = GroupMetadataRecord("g", GROUP)
+    assert encode_record(rec) == (GROUP_KEY_V2, GROUP_VALUE_V3)
+    assert decode_record(GROUP_KEY_V2, GROUP_VALUE_V3) == rec
+
+
+def test_empty_group_golden_bytes() -> None:
+    rec = GroupMetadataRecord("g", GroupMetadataValue("consumer", 6, None, None, 9, ()))
+    assert encode_record(rec) == (GROUP_KEY_V2, EMPTY_GROUP_VALUE_V3)
+    assert decode_record(GROUP_KEY_V2, EMPTY_GROUP_VALUE_V3) == rec
+
+
+@pytest.mark.parametrize("rec", [
+    OffsetCommitRecord("group-é", "topic", 0, None),
+    GroupMetadataRecord("group", None),
+])
+def test_tombstones_round_trip(rec: OffsetCommitRecord | GroupMetadataRecord) -> None:
+    key, value = encode_record(rec)
+    assert value is None
+    assert decode_record(key, value) == rec
+
+
+@pytest.mark.parametrize("rec", [
+    OffsetCommitRecord("g", "t", 2_147_483_647, OffsetCommitValue(-1, -1, "", -1, -1)),
+    OffsetCommitRecord("ü", "t.x-y", 0, OffsetCommitValue(2**62, 3, "ünïcode", 5, -1)),
+    GroupMetadataRecord("g", GroupMetadataValue("", 0, None, None, -1, ())),
+    GroupMetadataRecord("g", GroupMetadataValue("connect", 2, "default", "a", 7, (
+        MEMBER, MemberRecord("a", None, "", "", 1, 2, b"", b"\xff" * 300)))),
+])
+def test_round_trip(rec: OffsetCommitRecord | GroupMetadataRecord) -> None:
+    assert decode_record(*encode_record(rec)) == rec
+
+
+def _offset_value(version: int) -> bytes:
+    data: bytes = schema.OffsetCommitValue(offset=42, leader_epoch=7, metadata="meta", commit_timestamp=1000,
+                                           expire_timestamp=2000).encode(version=version, header=True)
+    return data
+
+
+@pytest.mark.parametrize(("version", "leader_epoch", "expire"), [
+    (0, -1, -1), (1, -1, 2000), (2, -1, -1), (3, 7, -1), (4, 7, -1),
+])
+def test_every_offset_commit_value_version_reads(version: int, leader_epoch: int, expire: int) -> None:
+    value = _offset_value(version)
+    assert value[:2] == version.to_bytes(2, "big")
+    assert decode_record(OFFSET_KEY_V1, value) == OffsetCommitRecord(
+        "g", "t", 3, OffsetCommitValue(42, leader_epoch, "meta", 1000, expire))
+
+
+def test_offset_commit_key_v0_reads() -> None:
+    key = schema.OffsetCommitKey(group="g", topic="t", partition=3).encode(version=0, header=True)
+    assert key == b"\x00\x00" + OFFSET_KEY_V1[2:]
+    assert decode_record(key, OFFSET_VALUE_V3) == OffsetCommitRecord("g", "t", 3, OFFSET)
+
+
+def _group_value(version: int) -> bytes:
+    member_cls = schema.GroupMetadataValue.MemberMetadata
+    member = member_cls(member_id="m1", group_instance_id="inst", client_id="client", client_host="/h",
+                        rebalance_timeout=300_000, session_timeout=45_000, subscription=b"s", assignment=b"a")
+    data: bytes = schema.GroupMetadataValue(
+        protocol_type="consumer", generation=5, protocol="range", leader="m1", current_state_timestamp=1234,
+        members=[member],
+    ).encode(version=version, header=True)
+    return data
+
+
+@pytest.mark.parametrize(("version", "instance", "rebalance_ms", "state_ts"), [
+    (0, None, 45_000, -1),       # v0: rebalance timeout = session timeout
+    (1, None, 300_000, -1),
+    (2, None, 300_000, 1234),
+    (3, "inst", 300_000, 1234),
+    (4, "inst", 300_000, 1234),  # flexible
+])
+def test_every_group_metadata_value_version_reads(version: int, instance: str | None, rebalance_ms: int,
+                                                  state_ts: int) -> None:
+    value = _group_value(version)
+    assert value[:2] == version.to_bytes(2, "big")
+    member = MemberRecord("m1", instance, "client", "/h", rebalance_ms, 45_000, b"s", b"a")
+    assert decode_record(GROUP_KEY_V2, value) == GroupMetadataRecord(
+        "g", GroupMetadataValue("consumer", 5, "range", "m1", state_ts, (member,)))
+
+
+@pytest.mark.parametrize("key_version", [3, 4, 8, 9, 15, 100])
+def test_unknown_record_types_decode_to_none(key_version: int) -> None:
+    key = key_version.to_bytes(2, "big") + b"\x00\x01g"
+    assert record_key_version(key) == key_version
+    assert decode_record(key, b"\x00\x00whatever") is None
+
+
+@pytest.mark.parametrize(("key", "value", "match"), [
+    (b"", None, "too short"),
+    (b"\x00", None, "too short"),
+    (OFFSET_KEY_V1[:-1], None, "does not decode"),
+    (OFFSET_KEY_V1 + b"\x00", None, "trailing"),
+    (GROUP_KEY_V2, GROUP_VALUE_V3[:-3], "does not decode"),
+    (GROUP_KEY_V2, GROUP_VALUE_V3 + b"\x00", "trailing"),
+    (OFFSET_KEY_V1, b"\x00\x05" + OFFSET_VALUE_V3[2:], "version 5"),
+    (OFFSET_KEY_V1, b"\xff\xff" + OFFSET_VALUE_V3[2:], "version -1"),
+    (OFFSET_KEY_V1, b"\x00", "too short"),
+    # protocolType written as a null string: Kafka cannot read that, neither do we.
+    (GROUP_KEY_V2, b"\x00\x03\xff\xff" + GROUP_VALUE_V3[12:], "protocolType is null"),
+    (b"\x00\x02\xff\xff", None, "GroupMetadataKey.group is null"),
+])
+def test_damaged_records_raise(key: bytes, value: bytes | None, match: str) -> None:
+    with pytest.raises(RecordDecodeError, match=match):
+        decode_record(key, value)
+
+
+def test_encode_refuses_none_in_non_nullable_fields() -> None:
+    bad = OffsetCommitValue(1, -1, None, 0, -1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="metadata"):
+        encode_record(OffsetCommitRecord("g", "t", 0, bad))

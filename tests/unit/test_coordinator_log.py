@@ -1,0 +1,268 @@
+"""CoordinatorLog: group commit, fsync policies, failures, the data-directory lock and meta.properties."""
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from coordinator_server.config import FsyncPolicy
+from coordinator_server.group.records import (
+    CoordinatorRecord,
+    GroupMetadataRecord,
+    GroupMetadataValue,
+    OffsetCommitRecord,
+    OffsetCommitValue,
+)
+from coordinator_server.storage import CoordinatorLog, CorruptLogError, FileIO, PartitionLog, StorageError
+
+ALWAYS = FsyncPolicy("always")
+NEVER = FsyncPolicy("never")
+
+
+def commit(group: str, seq: int, topic: str = "t") -> OffsetCommitRecord:
+    return OffsetCommitRecord(group, topic, 0, OffsetCommitValue(seq, -1, "", 1_000 + seq, -1))
+
+
+class CountingIO(FileIO):
+    """fsyncs counted (files and directories apart); optionally held at a gate, or failing."""
+
+    def __init__(self) -> None:
+        super().__init__(pwrite=self._pwrite, fsync=self._fsync)
+        self.file_fsyncs = 0
+        self.dir_fsyncs = 0
+        self.gate: threading.Event | None = None
+        self.in_fsync = threading.Event()
+        self.fail_write_marker: bytes | None = None
+        self.fail_fsync = False
+
+    def _pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        if self.fail_write_marker is not None and self.fail_write_marker in data:
+            os.pwrite(fd, data[: len(data) // 2], offset)  # a partial batch, as on a full disk
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return os.pwrite(fd, data, offset)
+
+    def _fsync(self, fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            self.dir_fsyncs += 1
+        else:
+            self.file_fsyncs += 1
+            self.in_fsync.set()
+            if self.gate is not None:
+                self.gate.wait(timeout=10)
+            if self.fail_fsync:
+                raise OSError(errno.EIO, "Input/output error")
+        os.fsync(fd)
+
+
+def replay_all(log: CoordinatorLog) -> dict[int, list[CoordinatorRecord]]:
+    return {p: list(log.replay(p)) for p in range(log.partitions)}
+
+
+async def test_group_commit_many_appends_few_fsyncs(tmp_path: Path) -> None:
+    io = CountingIO()
+    log = CoordinatorLog.open(tmp_path, 4, ALWAYS, file_io=io)
+    # Appends i go to partition i % 4; within a partition their call order is i's order.
+    await asyncio.gather(*(log.append(i % 4, [commit(f"g{i % 4}", i)], 10_000 + i) for i in range(100)))
+    assert io.file_fsyncs <= 8, io.file_fsyncs  # far fewer than 100
+    await log.close()
+
+    log = CoordinatorLog.open(tmp_path, 4, ALWAYS)
+    for p, recs in replay_all(log).items():
+        assert [r.value.offset for r in recs if isinstance(r, OffsetCommitRecord) and r.value] == \
+            list(range(p, 100, 4))
+    await log.close()
+
+
+async def test_appends_arriving_during_a_fsync_share_the_next_one(tmp_path: Path) -> None:
+    io = CountingIO()
+    log = CoordinatorLog.open(tmp_path, 1, ALWAYS, file_io=io)
+    io.gate = threading.Event()
+    first = asyncio.create_task(log.append(0, [commit("g", 0)], 1))
+    while not io.in_fsync.is_set():  # round 1 is now inside its fsync
+        await asyncio.sleep(0.001)
+    rest = [asyncio.create_task(log.append(0, [commit("g", i)], 1)) for i in range(1, 51)]
+    await asyncio.sleep(0.01)
+    assert not first.done() and not any(t.done() for t in rest)  # `always`: nobody resolved before fsync
+    io.gate.set()
+    await asyncio.gather(first, *rest)
+    assert io.file_fsyncs == 2  # one for the first append, one for the 50 queued behind it
+    await log.close()
+    log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
+    assert [r.value.offset for r in log.replay(0) if isinstance(r, OffsetCommitRecord) and r.value] == \
+        list(range(51))
+    await log.close()
+
+
+async def test_failed_write_fails_only_its_callers_and_log_stays_readable(tmp_path: Path) -> None:
+    io = CountingIO()
+    log = CoordinatorLog.open(tmp_path, 2, ALWAYS, file_io=io)
+    io.fail_write_marker = b"doomed"
+    results = await asyncio.gather(
+        *(log.append(i % 2, [commit("doomed" if i % 5 == 0 else "ok", i)], 1) for i in range(20)),
+        return_exceptions=True,
+    )
+    failed = [i for i, r in enumerate(results) if r is not None]
+    assert failed == [0, 5, 10, 15]
+    for i in failed:
+        err = results[i]
+        assert isinstance(err, StorageError)
+        assert err.errno == errno.ENOSPC
+    io.fail_write_marker = None
+    await log.append(0, [commit("after", 99)], 2)
+    await log.close()
+
+    with capture_logs() as logs:
+        log = CoordinatorLog.open(tmp_path, 2, ALWAYS)
+    assert not [e for e in logs if e["event"] == "torn_tail_truncated"]  # nothing partial was left
+    got = replay_all(log)
+    assert [r.value.offset for r in got[0] if isinstance(r, OffsetCommitRecord) and r.value] == \
+        [2, 4, 6, 8, 12, 14, 16, 18, 99]
+    assert [r.value.offset for r in got[1] if isinstance(r, OffsetCommitRecord) and r.value] == \
+        [1, 3, 7, 9, 11, 13, 17, 19]
+    await log.close()
+
+
+async def test_failed_fsync_fails_callers_and_stops_that_partition(tmp_path: Path) -> None:
+    io = CountingIO()
+    log = CoordinatorLog.open(tmp_path, 2, ALWAYS, file_io=io)
+    await log.append(0, [commit("g", 0)], 1)
+    io.fail_fsync = True
+    with pytest.raises(StorageError) as info:
+        await log.append(0, [commit("g", 1)], 1)
+    assert info.value.errno == errno.EIO
+    io.fail_fsync = False
+    with pytest.raises(StorageError, match="until the server restarts"):
+        await log.append(0, [commit("g", 2)], 1)
+    await log.append(1, [commit("g", 3)], 1)  # other partitions carry on
+    with pytest.raises(StorageError):
+        await log.close()  # close reports that partition 0 was never made durable
+    await CoordinatorLog.open(tmp_path, 2, ALWAYS).close()  # and the lock was released all the same
+
+
+async def test_policy_never_does_not_fsync_until_close(tmp_path: Path) -> None:
+    io = CountingIO()
+    log = CoordinatorLog.open(tmp_path, 3, NEVER, file_io=io)
+    for i in range(10):
+        await log.append(i % 3, [commit("g", i)], 1)
+    assert io.file_fsyncs == 0
+    await log.close()
+    assert io.file_fsyncs == 3  # close fsyncs everything
+
+
+async def test_policy_interval_resolves_before_fsync_then_fsyncs_in_background(tmp_path: Path) -> None:
+    io = CountingIO()
+    log = CoordinatorLog.open(tmp_path, 2, FsyncPolicy("interval", 5), file_io=io)
+    io.gate = threading.Event()  # any fsync would block: the append must not wait for one
+    await log.append(0, [commit("g", 0)], 1)
+    await log.append(0, [commit("g", 1)], 1)
+    assert io.file_fsyncs == 0
+    io.gate.set()
+    for _ in range(1000):
+        if io.file_fsyncs:
+            break
+        await asyncio.sleep(0.005)
+    assert io.file_fsyncs == 1  # the one dirty partition, once
+    await log.close()
+
+
+async def test_close_waits_for_queued_appends(tmp_path: Path) -> None:
+    log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
+    tasks = [asyncio.create_task(log.append(0, [commit("g", i)], 1)) for i in range(10)]
+    await asyncio.sleep(0)  # let them queue
+    await log.close()
+    assert all(t.done() and t.exception() is None for t in tasks)
+    with pytest.raises(StorageError, match="closed"):
+        await log.append(0, [commit("g", 99)], 1)
+    log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
+    assert len(list(log.replay(0))) == 10
+    await log.close()
+
+
+async def test_tombstones_and_group_records_replay(tmp_path: Path) -> None:
+    log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
+    recs: list[CoordinatorRecord] = [
+        GroupMetadataRecord("g", GroupMetadataValue("consumer", 1, "range", None, 5, ())),
+        commit("g", 7),
+        OffsetCommitRecord("g", "t", 0, None),
+        GroupMetadataRecord("g", None),
+    ]
+    await log.append(0, recs[:2], 1)
+    await log.append(0, recs[2:], 2)
+    await log.close()
+    log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
+    assert list(log.replay(0)) == recs
+    await log.close()
+
+
+async def test_unknown_record_types_are_skipped_with_a_warning(tmp_path: Path) -> None:
+    log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
+    await log.append(0, [commit("g", 1)], 1)
+    await log.close()
+    plog = PartitionLog.open(tmp_path, 0)
+    plog.append([(b"\x00\x05\x00\x01x", b"\x00\x00")], 2)  # a KIP-848 record (key version 5)
+    plog.close()
+    log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
+    with capture_logs() as logs:
+        assert list(log.replay(0)) == [commit("g", 1)]
+    assert [(e["event"], e["partition"], e["offset"], e["key_version"]) for e in logs] == \
+        [("unknown_record_type_skipped", 0, 1, 5)]
+    await log.close()
+
+
+async def test_lock_prevents_a_second_open(tmp_path: Path) -> None:
+    log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
+    with pytest.raises(StorageError, match="in use by another coordinator-server") as info:
+        CoordinatorLog.open(tmp_path, 1, ALWAYS)
+    assert str(os.getpid()) in str(info.value)
+    await log.close()
+    log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
+    await log.close()
+
+
+async def test_recorded_partition_count_wins(tmp_path: Path) -> None:
+    log = CoordinatorLog.open(tmp_path, 4, ALWAYS)
+    assert log.partitions == 4
+    await log.close()
+    assert "offsets.topic.num.partitions=4" in (tmp_path / "meta.properties").read_text()
+    with capture_logs() as logs:
+        log = CoordinatorLog.open(tmp_path, 8, ALWAYS)
+    assert log.partitions == 4
+    assert [(e["event"], e["configured"], e["recorded"]) for e in logs] == \
+        [("offsets_partitions_flag_ignored", 8, 4)]
+    with pytest.raises(ValueError):
+        await log.append(4, [commit("g", 1)], 1)
+    await log.close()
+    assert sorted(p.name for p in tmp_path.glob("__consumer_offsets-*")) == [
+        f"__consumer_offsets-{p}" for p in range(4)]
+
+
+async def test_missing_meta_with_existing_partitions_refuses_to_guess(tmp_path: Path) -> None:
+    log = CoordinatorLog.open(tmp_path, 2, ALWAYS)
+    await log.close()
+    (tmp_path / "meta.properties").unlink()
+    with pytest.raises(StorageError, match=r"meta\.properties is missing"):
+        CoordinatorLog.open(tmp_path, 2, ALWAYS)
+    (tmp_path / "meta.properties").write_text("offsets.topic.num.partitions=2\n")
+    await CoordinatorLog.open(tmp_path, 2, ALWAYS).close()  # the failed open released the lock
+
+
+async def test_corrupt_partition_refuses_to_open_and_releases_the_lock(tmp_path: Path) -> None:
+    log = CoordinatorLog.open(tmp_path, 2, ALWAYS)
+    for i in range(3):
+        await log.append(1, [commit("g", i)], 1)
+    await log.close()
+    segment = tmp_path / "__consumer_offsets-1" / f"{0:020d}.log"
+    data = bytearray(segment.read_bytes())
+    data[70] ^= 0xFF  # inside the first batch's CRC-covered bytes; two good batches follow
+    segment.write_bytes(bytes(data))
+    with pytest.raises(CorruptLogError) as info:
+        CoordinatorLog.open(tmp_path, 2, ALWAYS)
+    assert info.value.path == segment and info.value.position == 0
+    with pytest.raises(CorruptLogError):  # not "in use": the failed open released the lock
+        CoordinatorLog.open(tmp_path, 2, ALWAYS)
