@@ -17,6 +17,10 @@ only when its expiration changes (Kafka's ``setExpiration`` returning true), i.e
 Advancing pops every due bucket in expiration order, moves the wheels' clocks to that expiration, then
 re-inserts the bucket's tasks: at that clock they either fall through to a finer wheel or are due and run.
 Buckets emptied by cancels are dropped lazily from the heap top by ``next_expiration_ms``.
+
+A task that is already due when added does not run inside ``add``: it waits in a due list for the next
+``advance_clock``, as Kafka hands such tasks to an executor that runs once the adding thread has released
+its group lock. So a delayed operation never completes in the middle of the request that scheduled it.
 """
 
 from __future__ import annotations
@@ -146,7 +150,7 @@ class _TimingWheel:
 class Timer:
     """Kafka's SystemTimer: a hierarchical timing wheel plus an ordering of bucket expirations."""
 
-    __slots__ = ("_queue", "_runs", "_seq", "_size", "_wheel")
+    __slots__ = ("_due", "_queue", "_runs", "_seq", "_size", "_wheel")
 
     def __init__(self, start_ms: int, tick_ms: int = 1, wheel_size: int = 20) -> None:
         if tick_ms < 1:
@@ -160,26 +164,28 @@ class Timer:
         self._seq = itertools.count()
         self._queue: list[tuple[int, int, _Bucket]] = []
         self._wheel = _TimingWheel(self, tick_ms, wheel_size, start_ms)
+        # Tasks that were due when added; a bucket so that cancel stays an O(1) unlink.
+        self._due = _Bucket(self)
 
     def add(self, task: TimerTask, now_ms: int) -> None:
-        """Schedule task at now_ms + task.delay_ms, or run it before returning if that is already due.
-
-        Due means delay_ms <= 0 or a deadline inside the current tick of the finest wheel (Kafka's rule).
-        """
+        """Schedule task at now_ms + task.delay_ms. A task already due (delay_ms <= 0, or a deadline inside
+        the current tick of the finest wheel, Kafka's rule) runs at the next advance_clock, not here."""
         if task._bucket is not None:
             task._unlink()
         task._cancelled = False
         task.deadline_ms = now_ms + task.delay_ms
         if task.delay_ms <= 0 or not self._insert(task):
-            self._run(task)
+            self._due.append(task)
 
     def advance_clock(self, now_ms: int) -> int:
-        """Run every task whose bucket expired by now_ms, in bucket-expiration order; returns how many ran."""
+        """Run every task due by now_ms: first those added already due, then expired buckets in expiration
+        order (and anything they make due meanwhile); returns how many ran."""
         runs_before = self._runs
         queue = self._queue
-        # Tasks run here may add tasks that are already due; their buckets land on the heap with an
-        # expiration <= now_ms and are drained by this same loop.
-        while queue and queue[0][0] <= now_ms:
+        while True:
+            self._run_due()
+            if not (queue and queue[0][0] <= now_ms):
+                break
             expiration_ms, _, bucket = heapq.heappop(queue)
             if bucket.expiration_ms != expiration_ms:
                 continue
@@ -190,8 +196,18 @@ class Timer:
         self._wheel.advance_clock(now_ms)
         return self._runs - runs_before
 
+    def _run_due(self) -> None:
+        due = self._due
+        while not due.is_empty():
+            task = cast(TimerTask, due._next)
+            task._unlink()
+            self._run(task)
+
     def next_expiration_ms(self) -> int | None:
-        """The earliest expiration of a bucket that still holds a task, or None if nothing is scheduled."""
+        """The earliest expiration of a bucket that still holds a task, or None if nothing is scheduled.
+        Tasks added already due make it the wheel's current time: run them as soon as possible."""
+        if not self._due.is_empty():
+            return self._wheel.current_ms
         queue = self._queue
         while queue:
             expiration_ms, _, bucket = queue[0]
@@ -232,7 +248,7 @@ class Timer:
                 task = cast(TimerTask, bucket._next)
                 task._unlink()
                 if not self._insert(task):
-                    self._run(task)
+                    self._due.append(task)
         except BaseException:
             # A task raised: keep the rest of the bucket due so the next advance runs them.
             if not bucket.is_empty() and bucket.set_expiration(expiration_ms):

@@ -176,12 +176,14 @@ def test_timer_expiry_and_check_and_complete_racing_complete_once(
     assert (purgatory.watched(), purgatory.delayed(), timer.size()) == (0, 0, 0)
 
 
-def test_zero_delay_operation_expires_inside_try_complete_else_watch(
+def test_zero_delay_operation_expires_at_the_next_advance_not_inside_try_complete_else_watch(
     purgatory: DelayedOperationPurgatory[FakeOperation], timer: Timer
 ) -> None:
     events: list[str] = []
     op = FakeOperation("a", 0, events)
-    assert purgatory.try_complete_else_watch(op, ["g"], now_ms=10_000) is True
+    assert purgatory.try_complete_else_watch(op, ["g"], now_ms=10_000) is False
+    assert events == []
+    timer.advance_clock(10_000)
     assert events == ["a:complete", "a:expired"]
     assert (purgatory.watched(), purgatory.delayed(), purgatory.num_keys(), timer.size()) == (0, 0, 0, 0)
 

@@ -184,26 +184,40 @@ def test_task_added_during_run_for_later_waits_for_its_own_deadline() -> None:
         assert len(log) == min(now // 100, 3)
 
 
-def test_add_with_a_due_deadline_runs_before_add_returns() -> None:
+def test_add_with_a_due_deadline_runs_at_the_next_advance_not_inside_add() -> None:
+    # Kafka hands due tasks to an executor: they never run in the middle of the code that added them.
     log: list[str] = []
     timer = Timer(start_ms=0, tick_ms=10)
     timer.advance_clock(100)
     timer.add(RecordingTask("zero", 0, log), now_ms=100)
-    assert log == ["zero"]
     timer.add(RecordingTask("negative", -5, log), now_ms=100)
-    assert log == ["zero", "negative"]
     # Inside the current tick [100, 110) counts as due, as in Kafka.
     timer.add(RecordingTask("same-tick", 9, log), now_ms=100)
-    assert log == ["zero", "negative", "same-tick"]
     timer.add(RecordingTask("next-tick", 10, log), now_ms=100)
+    assert log == []
+    assert timer.size() == 4
+    assert timer.next_expiration_ms() == 100
+    assert timer.advance_clock(100) == 3
     assert log == ["zero", "negative", "same-tick"]
     assert timer.size() == 1
 
 
-def test_zero_delay_runs_at_once_even_when_the_timer_was_not_advanced_recently() -> None:
+def test_due_task_can_be_cancelled_before_the_next_advance() -> None:
+    log: list[str] = []
+    timer = Timer(start_ms=0)
+    task = RecordingTask("zero", 0, log)
+    timer.add(task, now_ms=0)
+    task.cancel()
+    assert timer.size() == 0 and timer.next_expiration_ms() is None
+    assert timer.advance_clock(10) == 0 and log == []
+
+
+def test_zero_delay_runs_at_the_next_advance_even_when_the_timer_was_not_advanced_recently() -> None:
     log: list[str] = []
     timer = Timer(start_ms=0)
     timer.add(RecordingTask("zero", 0, log), now_ms=50_000)
+    assert log == []
+    timer.advance_clock(50_000)
     assert log == ["zero"]
 
 
@@ -259,6 +273,8 @@ def test_size_counts_only_scheduled_tasks() -> None:
     timer.advance_clock(2)
     assert timer.size() == 1
     timer.add(RecordingTask("now", 0, []), now_ms=2)
+    assert timer.size() == 2  # due, waiting for the next advance
+    timer.advance_clock(2)
     assert timer.size() == 1
 
 
@@ -426,8 +442,8 @@ def test_timer_with_1ms_tick_runs_exactly_the_tasks_a_heap_model_says_are_due(
     for kind, value, child in ops:
         if kind == "add":
             task = harness.add(value, child)
-            # A zero delay is due at once; anything later must wait.
-            assert (id(task) in harness.ran_at) == (value == 0)
+            # Nothing runs inside add: even a zero delay waits for the next advance.
+            assert id(task) not in harness.ran_at
         elif kind == "cancel":
             harness.cancel(value)
         else:

@@ -1,0 +1,839 @@
+"""The classic group coordinator: JoinGroup, SyncGroup, Heartbeat and LeaveGroup (seeds 000-003,
+kafka-semantics.md §2-§3).
+
+Theory of operation. Synchronous and single-threaded: every entry point takes the current monotonic time
+and runs to completion; parked JoinGroup/SyncGroup requests are answered later through their callbacks,
+from whichever call completes them (another member's request, a timer in `advance_clock`, or the
+completion of a durable append). The core never touches the disk: records it wants durable go to
+`take_appends()`, and the shell calls `PendingAppend.complete` once they are written. Soft state
+(parked callbacks, liveness) changes directly; hard state (assignments) changes only once its record is
+durable. Timers are delayed operations in two purgatories on one timing wheel; each re-checks the group
+when it fires, because the group may have moved on.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import structlog
+
+from coordinator_server.purgatory import DelayedOperationPurgatory, Timer
+from protocol.errors import Errors
+
+from . import delayed
+from .api import (
+    HeartbeatInput,
+    JoinCallback,
+    JoinGroupInput,
+    JoinGroupResult,
+    LeaveGroupInput,
+    LeaveGroupResult,
+    LeaveMemberResult,
+    PendingAppend,
+    SyncCallback,
+    SyncGroupInput,
+    SyncGroupResult,
+)
+from .group import GroupMetadata
+from .loader import GroupLoader
+from .member import MemberMetadata
+from .partitioner import partition_for
+from .records import CoordinatorRecord, GroupMetadataRecord, GroupMetadataValue, MemberRecord
+from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+
+log = structlog.get_logger("coordinator_server.group")
+
+# Kafka's NewMemberJoinTimeoutMs: a new member whose JoinGroup stays parked this long is dropped.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = 2_147_483_647
+    new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+
+
+def default_member_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+# Write errors of the group metadata append, as SyncGroup reports them (Scala GroupCoordinator).
+_SYNC_WRITE_ERRORS = {
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,  # the new coordinator's mapping (§9)
+    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+    Errors.INVALID_FETCH_SIZE: Errors.UNKNOWN_SERVER_ERROR,
+}
+
+
+def map_group_write_error(error: Errors) -> Errors:
+    return _SYNC_WRITE_ERRORS.get(error, error)
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        config: GroupConfig,
+        partitions: int,
+        timer: Timer,
+        member_id_factory: Callable[[str], str] = default_member_id,
+        wall_offset_ms: int = 0,
+    ) -> None:
+        self.config = config
+        self.partitions = partitions
+        self.timer = timer
+        self.member_id_factory = member_id_factory
+        # wall clock = monotonic + offset; the shell refreshes the offset, the core never reads a clock.
+        self.wall_offset_ms = wall_offset_ms
+        self.now_ms = 0
+        self.groups: dict[str, GroupMetadata] = {}
+        self.heartbeat_purgatory: DelayedOperationPurgatory[delayed.DelayedHeartbeat] = DelayedOperationPurgatory(
+            "Heartbeat", timer
+        )
+        self.rebalance_purgatory: DelayedOperationPurgatory[delayed.DelayedOperation] = DelayedOperationPurgatory(
+            "Rebalance", timer
+        )
+        self.active = True
+        self.owned_partitions: set[int] = set()
+        self.loading_partitions: set[int] = set()
+        self._appends: list[PendingAppend] = []
+
+    # -- time and effects ----------------------------------------------------------------------------
+
+    def _tick(self, now_ms: int) -> None:
+        if now_ms > self.now_ms:
+            self.now_ms = now_ms
+
+    @property
+    def wall_ms(self) -> int:
+        return self.now_ms + self.wall_offset_ms
+
+    def advance_clock(self, now_ms: int) -> int:
+        """Run every timer due by now_ms; returns how many ran.
+
+        Bucket by bucket, so each expiring operation sees its own expiration as "now": what it schedules
+        next (another initial-join wait, a heartbeat deadline) is timed from then, however far the
+        caller's clock jumped."""
+        ran = 0
+        while True:
+            next_ms = self.timer.next_expiration_ms()
+            if next_ms is None or next_ms > now_ms:
+                break
+            self._tick(next_ms)
+            ran += self.timer.advance_clock(self.now_ms)
+        self._tick(now_ms)
+        return ran + self.timer.advance_clock(now_ms)
+
+    def next_expiration_ms(self) -> int | None:
+        return self.timer.next_expiration_ms()
+
+    def take_appends(self) -> list[PendingAppend]:
+        appends, self._appends = self._appends, []
+        return appends
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.partitions)
+
+    def group(self, group_id: str) -> GroupMetadata | None:
+        return self.groups.get(group_id)
+
+    # -- loading and unloading (seed 004) ------------------------------------------------------------
+
+    def begin_loading(self, partition: int) -> None:
+        self.loading_partitions.add(partition)
+
+    def load_partition(self, partition: int, records: Iterable[CoordinatorRecord], now_ms: int) -> int:
+        """Replay a partition's log; groups with members come back Stable with fresh session deadlines."""
+        self._tick(now_ms)
+        loader = GroupLoader()
+        for record in records:
+            loader.apply(record)
+        loaded = 0
+        for group in loader.build(self.wall_ms):
+            self.groups[group.group_id] = group
+            loaded += 1
+            for member in list(group.members.values()):
+                self._complete_and_schedule_next_heartbeat(group, member)
+            if group.size() > self.config.group_max_size:
+                self._prepare_rebalance(group, "group is over group.max.size after loading")
+        self.loading_partitions.discard(partition)
+        self.owned_partitions.add(partition)
+        log.info("partition_loaded", partition=partition, groups=loaded)
+        return loaded
+
+    def shutdown(self, now_ms: int) -> None:
+        """Unload every group: parked requests get NOT_COORDINATOR so clients rediscover the coordinator."""
+        self._tick(now_ms)
+        self.active = False
+        for group in list(self.groups.values()):
+            self._unload_group(group)
+        self.groups.clear()
+
+    def _unload_group(self, group: GroupMetadata) -> None:
+        previous = group.state
+        group.transition_to(DEAD, self.wall_ms)
+        if previous is PREPARING_REBALANCE:
+            for member in list(group.members.values()):
+                group.maybe_invoke_join_callback(
+                    member, JoinGroupResult(Errors.NOT_COORDINATOR, member_id=member.member_id)
+                )
+            self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
+        elif previous in (STABLE, COMPLETING_REBALANCE):
+            for member in list(group.members.values()):
+                group.maybe_invoke_sync_callback(member, SyncGroupResult(Errors.NOT_COORDINATOR))
+                self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member.member_id))
+        self._remove_sync_expiration(group)
+
+    # -- the gate (§2.1) -----------------------------------------------------------------------------
+
+    def _validate_group_status(self, group_id: str | None) -> Errors | None:
+        if not group_id:
+            return Errors.INVALID_GROUP_ID
+        if not self.active:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        partition = self.partition_for(group_id)
+        if partition in self.loading_partitions:
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
+        if partition not in self.owned_partitions:
+            return Errors.NOT_COORDINATOR
+        return None
+
+    def _validate_current_member(
+        self, group: GroupMetadata, member_id: str, group_instance_id: str | None, operation: str
+    ) -> Errors | None:
+        if group_instance_id is not None:
+            current = group.current_static_member_id(group_instance_id)
+            if current is None:
+                return Errors.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                log.info("static_member_fenced", group_id=group.group_id, member_id=member_id,
+                         group_instance_id=group_instance_id, current_member_id=current, operation=operation)
+                return Errors.FENCED_INSTANCE_ID
+        if not group.has(member_id):
+            return Errors.UNKNOWN_MEMBER_ID
+        return None
+
+    # -- JoinGroup (§2.2) ----------------------------------------------------------------------------
+
+    def handle_join_group(self, inp: JoinGroupInput, now_ms: int, respond: JoinCallback) -> None:
+        self._tick(now_ms)
+        error = self._validate_group_status(inp.group_id)
+        if error is not None:
+            respond(JoinGroupResult(error, member_id=inp.member_id))
+            return
+        if not self.config.min_session_timeout_ms <= inp.session_timeout_ms <= self.config.max_session_timeout_ms:
+            respond(JoinGroupResult(Errors.INVALID_SESSION_TIMEOUT, member_id=inp.member_id))
+            return
+        is_unknown_member = inp.member_id == ""
+        group = self.groups.get(inp.group_id)
+        if group is None:
+            if not is_unknown_member:
+                respond(JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, member_id=inp.member_id))
+                return
+            group = self._create_group(inp.group_id)
+        if not self._accept_joining_member(group, inp.member_id):
+            self._reject_over_capacity(group, inp.member_id)
+            respond(JoinGroupResult(Errors.GROUP_MAX_SIZE_REACHED, member_id=""))
+        elif is_unknown_member:
+            self._do_new_member_join(group, inp, respond)
+        else:
+            self._do_current_member_join(group, inp, respond)
+        if group.is_state(PREPARING_REBALANCE):
+            self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
+
+    def _create_group(self, group_id: str) -> GroupMetadata:
+        group = GroupMetadata(group_id, self.wall_ms)
+        self.groups[group_id] = group
+        # As the new coordinator does: a group created by JoinGroup is recorded at once (gen 0, Empty),
+        # so that it is known after a restart even if nothing else is written for it.
+        self._store_group(group, {}, lambda error: None)
+        return group
+
+    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+        max_size = self.config.group_max_size
+        if group.state in (EMPTY, DEAD):
+            return True
+        if group.state is PREPARING_REBALANCE:
+            member = group.members.get(member_id)
+            return (member is not None and member.is_awaiting_join) or group.num_members_awaiting_join < max_size
+        return group.has(member_id) or group.size() < max_size
+
+    def _reject_over_capacity(self, group: GroupMetadata, member_id: str) -> None:
+        member = group.members.get(member_id)
+        if member is not None:
+            # Only a member not parked in this join phase can be refused, so nothing of it is parked.
+            self._remove_member(group, member, "group.max.size reached")
+        elif group.is_pending_member(member_id):
+            group.pending_members.discard(member_id)
+            self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member_id))
+
+    def _do_new_member_join(self, group: GroupMetadata, inp: JoinGroupInput, respond: JoinCallback) -> None:
+        if group.is_state(DEAD):
+            respond(JoinGroupResult(Errors.COORDINATOR_NOT_AVAILABLE, member_id=""))
+            return
+        if not group.supports_protocols(inp.protocol_type, {name for name, _ in inp.protocols}):
+            respond(JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=""))
+            return
+        prefix = inp.group_instance_id if inp.group_instance_id is not None else inp.client_id
+        new_member_id = self.member_id_factory(prefix)
+        if inp.group_instance_id is not None:
+            old_member_id = group.current_static_member_id(inp.group_instance_id)
+            if old_member_id is not None:
+                log.info("static_member_replaced", group_id=group.group_id, group_instance_id=inp.group_instance_id,
+                         old_member_id=old_member_id, member_id=new_member_id, state=str(group.state))
+                self._update_static_member_and_rebalance(group, old_member_id, new_member_id, inp, respond)
+            else:
+                self._add_member_and_rebalance(group, new_member_id, inp, respond)
+        elif inp.api_version >= 4:
+            # KIP-394: hand out the id and wait for the member to come back with it.
+            group.pending_members.add(new_member_id)
+            self.heartbeat_purgatory.try_complete_else_watch(
+                delayed.DelayedHeartbeat(self, group, new_member_id, True, inp.session_timeout_ms),
+                (delayed.member_key(group.group_id, new_member_id),),
+                self.now_ms,
+            )
+            respond(JoinGroupResult(Errors.MEMBER_ID_REQUIRED, member_id=new_member_id))
+        else:
+            self._add_member_and_rebalance(group, new_member_id, inp, respond)
+
+    def _do_current_member_join(self, group: GroupMetadata, inp: JoinGroupInput, respond: JoinCallback) -> None:
+        member_id = inp.member_id
+        if group.is_state(DEAD):
+            respond(JoinGroupResult(Errors.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
+            return
+        if not group.supports_protocols(inp.protocol_type, {name for name, _ in inp.protocols}):
+            respond(JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+            return
+        if group.is_pending_member(member_id):
+            # A pending member never carries an instance id: ids of static members are not handed out first.
+            self._add_member_and_rebalance(group, member_id, inp, respond)
+            return
+        error = self._validate_current_member(group, member_id, inp.group_instance_id, "join-group")
+        if error is not None:
+            respond(JoinGroupResult(error, member_id=member_id))
+            return
+        member = group.get(member_id)
+        state = group.state
+        if state is PREPARING_REBALANCE:
+            self._update_member_and_rebalance(group, member, inp, respond, "member rejoining during PreparingRebalance")
+        elif state is COMPLETING_REBALANCE:
+            if member.matches(inp.protocols):
+                # A retry of a lost JoinGroup response: answer the current generation again.
+                respond(self._current_join_result(group, member_id, include_members=group.is_leader(member_id)))
+            else:
+                self._update_member_and_rebalance(group, member, inp, respond, "member metadata changed")
+        elif state is STABLE:
+            if group.is_leader(member_id):
+                # The leader rejoins to trigger a rebalance for changes the metadata doesn't show.
+                self._update_member_and_rebalance(group, member, inp, respond, "leader rejoined")
+            elif not member.matches(inp.protocols):
+                self._update_member_and_rebalance(group, member, inp, respond, "member metadata changed")
+            else:
+                respond(self._current_join_result(group, member_id, include_members=False))
+        else:
+            respond(JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, member_id=member_id))
+
+    def _current_join_result(self, group: GroupMetadata, member_id: str, include_members: bool) -> JoinGroupResult:
+        return JoinGroupResult(
+            Errors.NONE,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            member_id=member_id,
+            members=group.current_member_metadata() if include_members else [],
+        )
+
+    def _add_member_and_rebalance(
+        self, group: GroupMetadata, member_id: str, inp: JoinGroupInput, respond: JoinCallback
+    ) -> None:
+        member = MemberMetadata(
+            member_id, inp.group_instance_id, inp.client_id, inp.client_host, inp.rebalance_timeout_ms,
+            inp.session_timeout_ms, inp.protocol_type, inp.protocols,
+        )
+        member.is_new = True
+        member.join_api_version = inp.api_version
+        member.awaiting_join = respond
+        if group.is_state(PREPARING_REBALANCE) and group.previous_state is EMPTY:
+            group.new_member_added = True
+        group.add(member)
+        log.info("member_added", group_id=group.group_id, member_id=member_id,
+                 group_instance_id=inp.group_instance_id, client_id=inp.client_id, reason=inp.reason or "not provided")
+        # A new member cannot heartbeat yet and its socket is muted while it waits, so it gets the
+        # new-member join timeout instead of its session timeout.
+        self._complete_and_schedule_next_expiration(group, member, self.config.new_member_join_timeout_ms)
+        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+
+    def _update_member_and_rebalance(
+        self, group: GroupMetadata, member: MemberMetadata, inp: JoinGroupInput, respond: JoinCallback, reason: str
+    ) -> None:
+        self._supersede_parked_join(member)
+        group.update_member(member, inp.protocols, inp.rebalance_timeout_ms, inp.session_timeout_ms, respond)
+        member.join_api_version = inp.api_version
+        self._maybe_prepare_rebalance(group, f"{reason} ({member.member_id}); client reason: {inp.reason or 'not provided'}")
+
+    def _supersede_parked_join(self, member: MemberMetadata) -> None:
+        # A second JoinGroup for a member already parked (the client retried on a new connection): the
+        # first one would otherwise hold its connection forever.
+        old = member.awaiting_join
+        if old is not None:
+            old(JoinGroupResult(Errors.REBALANCE_IN_PROGRESS, member_id=member.member_id))
+
+    def _update_static_member_and_rebalance(
+        self, group: GroupMetadata, old_member_id: str, new_member_id: str, inp: JoinGroupInput, respond: JoinCallback
+    ) -> None:
+        assert inp.group_instance_id is not None
+        current_leader = group.leader_id
+        member = group.replace_static_member(inp.group_instance_id, old_member_id, new_member_id)
+        old_protocols = member.supported_protocols
+        old_rebalance_timeout_ms = member.rebalance_timeout_ms
+        old_session_timeout_ms = member.session_timeout_ms
+        old_client = (member.client_id, member.client_host)
+        member.client_id, member.client_host = inp.client_id, inp.client_host
+        # The old id's heartbeat expires harmlessly (the id is gone); the new id gets its own.
+        self._complete_and_schedule_next_heartbeat(group, member)
+        group.update_member(member, inp.protocols, inp.rebalance_timeout_ms, inp.session_timeout_ms, respond)
+        member.join_api_version = inp.api_version
+        state = group.state
+        if state is STABLE:
+            if group.protocol_name == group.select_protocol():
+                self._persist_static_replacement(
+                    group, member, old_member_id, current_leader,
+                    (old_protocols, old_rebalance_timeout_ms, old_session_timeout_ms, old_client),
+                )
+            else:
+                self._maybe_prepare_rebalance(
+                    group, f"static member {new_member_id} rejoined with a protocol change"
+                )
+        elif state is COMPLETING_REBALANCE:
+            # The old id may already be in the leader's assignment: only a new rebalance is safe.
+            self._maybe_prepare_rebalance(group, f"static member {new_member_id} rejoined during CompletingRebalance")
+        elif state is PREPARING_REBALANCE:
+            pass  # it simply waits with the others
+        else:
+            raise AssertionError(f"static member of group {group.group_id} in state {state}")
+
+    def _persist_static_replacement(
+        self,
+        group: GroupMetadata,
+        member: MemberMetadata,
+        old_member_id: str,
+        current_leader: str | None,
+        old: tuple[tuple[tuple[str, bytes], ...], int, int, tuple[str, str]],
+    ) -> None:
+        new_member_id = member.member_id
+        generation = group.generation_id
+        assignment = {m.member_id: m.assignment for m in group.members.values()}
+        instance_id = member.group_instance_id
+        assert instance_id is not None
+
+        def on_stored(error: Errors) -> None:
+            if group.state is not STABLE or group.generation_id != generation or not group.has(new_member_id):
+                # The group moved on while we were writing; the parked join was dealt with there.
+                return
+            if error is not Errors.NONE:
+                log.warning("static_member_replacement_failed", group_id=group.group_id,
+                            member_id=new_member_id, error=error.name)
+                protocols, rebalance_ms, session_ms, client = old
+                callback = member.awaiting_join
+                group.update_member(member, protocols, rebalance_ms, session_ms, None)
+                member.client_id, member.client_host = client
+                reverted = group.replace_static_member(instance_id, new_member_id, old_member_id)
+                self._complete_and_schedule_next_heartbeat(group, reverted)
+                if callback is not None:
+                    callback(JoinGroupResult(
+                        map_group_write_error(error), generation_id=group.generation_id,
+                        protocol_type=group.protocol_type, protocol_name=group.protocol_name,
+                        leader=current_leader or "", member_id="",
+                    ))
+                return
+            is_leader = group.is_leader(new_member_id)
+            if member.join_api_version >= 9:
+                # KIP-814: the leader learns it leads but skips the assignor; the group stays Stable.
+                result = self._current_join_result(group, new_member_id, include_members=is_leader)
+                result.skip_assignment = is_leader
+            else:
+                # Older leaders would run the assignor and their sync would be ignored in Stable, so they
+                # are told the old leader id and don't think they lead.
+                result = self._current_join_result(group, new_member_id, include_members=False)
+                result.leader = current_leader or ""
+            group.maybe_invoke_join_callback(member, result)
+
+        self._store_group(group, assignment, on_stored)
+
+    # -- the rebalance -------------------------------------------------------------------------------
+
+    def _can_rebalance(self, group: GroupMetadata) -> bool:
+        return group.state in (STABLE, COMPLETING_REBALANCE, EMPTY)
+
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if self._can_rebalance(group):
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.is_state(COMPLETING_REBALANCE):
+            # Members parked in SyncGroup must rejoin: their assignment belongs to a dead generation.
+            self._reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS)
+        self._remove_sync_expiration(group)
+        was_empty = group.is_state(EMPTY)
+        rebalance_timeout_ms = group.rebalance_timeout_ms()
+        operation: delayed.DelayedJoin
+        if was_empty:
+            delay = self.config.initial_rebalance_delay_ms
+            operation = delayed.InitialDelayedJoin(
+                self, self.rebalance_purgatory, group, delay, delay, max(rebalance_timeout_ms - delay, 0)
+            )
+        else:
+            operation = delayed.DelayedJoin(self, group, rebalance_timeout_ms)
+        group.transition_to(PREPARING_REBALANCE, self.wall_ms)
+        log.info("preparing_rebalance", group_id=group.group_id, generation=group.generation_id,
+                 reason=reason, members=group.size())
+        self.rebalance_purgatory.try_complete_else_watch(operation, (delayed.join_key(group.group_id),), self.now_ms)
+
+    def try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool:
+        if group.has_all_members_joined():
+            return force_complete()
+        return False
+
+    def on_expire_join(self, group: GroupMetadata) -> None:
+        log.info("rebalance_timeout", group_id=group.group_id, generation=group.generation_id)
+
+    def on_complete_join(self, group: GroupMetadata) -> None:
+        for member in group.not_yet_rejoined_members():
+            if member.is_static:
+                continue  # static members are kept: they may come back with the same instance id
+            log.info("member_removed", group_id=group.group_id, member_id=member.member_id,
+                     reason="did not rejoin before the rebalance timeout")
+            group.remove(member.member_id)
+            self._remove_heartbeat_for_leaving_member(group, member.member_id)
+        if group.is_state(DEAD):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Only static members that did not rejoin remain: wait another round for them (or their
+            # session timeouts) rather than completing a generation with nobody to answer.
+            log.warning("no_member_rejoined", group_id=group.group_id)
+            self.rebalance_purgatory.try_complete_else_watch(
+                delayed.DelayedJoin(self, group, group.rebalance_timeout_ms()),
+                (delayed.join_key(group.group_id),),
+                self.now_ms,
+            )
+            return
+        group.init_next_generation(self.wall_ms)
+        if group.is_state(EMPTY):
+            log.info("group_empty", group_id=group.group_id, generation=group.generation_id)
+            self._store_group(group, {}, lambda error: None)
+            return
+        log.info("join_completed", group_id=group.group_id, generation=group.generation_id,
+                 protocol=group.protocol_name, leader=group.leader_id, members=group.size())
+        for member in list(group.members.values()):
+            result = self._current_join_result(group, member.member_id, include_members=group.is_leader(member.member_id))
+            group.maybe_invoke_join_callback(member, result)
+            self._complete_and_schedule_next_heartbeat(group, member)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        self._schedule_pending_sync(group)
+
+    # -- SyncGroup (§2.3) ----------------------------------------------------------------------------
+
+    def handle_sync_group(self, inp: SyncGroupInput, now_ms: int, respond: SyncCallback) -> None:
+        self._tick(now_ms)
+        error = self._validate_group_status(inp.group_id)
+        if error is not None:
+            respond(SyncGroupResult(error))
+            return
+        group = self.groups.get(inp.group_id)
+        if group is None:
+            respond(SyncGroupResult(Errors.UNKNOWN_MEMBER_ID))
+            return
+        error = self._validate_sync_group(group, inp)
+        if error is not None:
+            respond(SyncGroupResult(error))
+            return
+        state = group.state
+        if state is EMPTY:
+            respond(SyncGroupResult(Errors.UNKNOWN_MEMBER_ID))
+        elif state is PREPARING_REBALANCE:
+            respond(SyncGroupResult(Errors.REBALANCE_IN_PROGRESS))
+        elif state is COMPLETING_REBALANCE:
+            member = group.get(inp.member_id)
+            if member.awaiting_sync is not None:
+                member.awaiting_sync(SyncGroupResult(Errors.REBALANCE_IN_PROGRESS))
+            member.awaiting_sync = respond
+            self._remove_pending_sync_member(group, inp.member_id)
+            if group.is_leader(inp.member_id):
+                self._store_leader_assignment(group, inp)
+        elif state is STABLE:
+            self._remove_pending_sync_member(group, inp.member_id)
+            member = group.get(inp.member_id)
+            respond(SyncGroupResult(Errors.NONE, group.protocol_type, group.protocol_name, member.assignment))
+            self._complete_and_schedule_next_heartbeat(group, member)
+        else:
+            raise AssertionError(f"SyncGroup reached group {group.group_id} in state {state}")
+
+    def _validate_sync_group(self, group: GroupMetadata, inp: SyncGroupInput) -> Errors | None:
+        if group.is_state(DEAD):
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_current_member(group, inp.member_id, inp.group_instance_id, "sync-group")
+        if error is not None:
+            return error
+        if inp.generation_id != group.generation_id:
+            return Errors.ILLEGAL_GENERATION
+        if inp.protocol_type is not None and inp.protocol_type != group.protocol_type:
+            return Errors.INCONSISTENT_GROUP_PROTOCOL
+        if inp.protocol_name is not None and inp.protocol_name != group.protocol_name:
+            return Errors.INCONSISTENT_GROUP_PROTOCOL
+        return None
+
+    def _store_leader_assignment(self, group: GroupMetadata, inp: SyncGroupInput) -> None:
+        given = dict(inp.assignments)
+        # Members the leader left out get an empty assignment; ids that are not members are ignored.
+        assignment = {member_id: given.get(member_id, b"") for member_id in group.members}
+        missing = [m for m in group.members if m not in given]
+        log.info("assignment_received", group_id=group.group_id, generation=group.generation_id,
+                 leader=inp.member_id, members=group.size(), missing=len(missing))
+        generation = group.generation_id
+
+        def on_stored(error: Errors) -> None:
+            # Another member may have joined meanwhile: act only if this generation is still completing.
+            if not (group.is_state(COMPLETING_REBALANCE) and group.generation_id == generation):
+                return
+            if error is not Errors.NONE:
+                self._reset_and_propagate_assignment_error(group, map_group_write_error(error))
+                self._maybe_prepare_rebalance(group, f"error {error.name} storing the group assignment")
+                return
+            for member in group.members.values():
+                member.assignment = assignment.get(member.member_id, b"")
+            self._propagate_assignment(group, Errors.NONE)
+            group.transition_to(STABLE, self.wall_ms)
+            log.info("group_stable", group_id=group.group_id, generation=group.generation_id)
+
+        self._store_group(group, assignment, on_stored)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: Errors) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: Errors) -> None:
+        ok = error is Errors.NONE
+        for member in list(group.members.values()):
+            result = SyncGroupResult(
+                error,
+                group.protocol_type if ok else None,
+                group.protocol_name if ok else None,
+                member.assignment if ok else b"",
+            )
+            if group.maybe_invoke_sync_callback(member, result):
+                # A session that ran out while the member waited was ignored; start a fresh one now.
+                self._complete_and_schedule_next_heartbeat(group, member)
+
+    def _schedule_pending_sync(self, group: GroupMetadata) -> None:
+        self.rebalance_purgatory.try_complete_else_watch(
+            delayed.DelayedSync(self, group, group.generation_id, group.rebalance_timeout_ms()),
+            (delayed.sync_key(group.group_id),),
+            self.now_ms,
+        )
+
+    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        self.rebalance_purgatory.check_and_complete(delayed.sync_key(group.group_id))
+
+    def _remove_sync_expiration(self, group: GroupMetadata) -> None:
+        group.pending_sync_members.clear()
+        self.rebalance_purgatory.check_and_complete(delayed.sync_key(group.group_id))
+
+    def try_complete_pending_sync(
+        self, group: GroupMetadata, generation_id: int, force_complete: Callable[[], bool]
+    ) -> bool:
+        if generation_id != group.generation_id or group.state in (DEAD, EMPTY, PREPARING_REBALANCE):
+            return force_complete()
+        if not group.pending_sync_members:
+            return force_complete()
+        return False
+
+    def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None:
+        if generation_id != group.generation_id or group.state not in (COMPLETING_REBALANCE, STABLE):
+            return
+        if not group.pending_sync_members:
+            return
+        laggards = sorted(group.pending_sync_members)
+        for member_id in laggards:
+            log.info("member_removed", group_id=group.group_id, member_id=member_id,
+                     reason="no SyncGroup before the rebalance timeout")
+            group.remove(member_id)
+            self._remove_heartbeat_for_leaving_member(group, member_id)
+        self._prepare_rebalance(group, f"pending sync expired for {laggards}")
+
+    # -- Heartbeat (§2.4) ----------------------------------------------------------------------------
+
+    def handle_heartbeat(self, inp: HeartbeatInput, now_ms: int) -> Errors:
+        self._tick(now_ms)
+        error = self._validate_group_status(inp.group_id)
+        if error is not None:
+            # A loading coordinator answers blindly: the member will learn the truth once it has loaded.
+            return Errors.NONE if error is Errors.COORDINATOR_LOAD_IN_PROGRESS else error
+        group = self.groups.get(inp.group_id)
+        if group is None:
+            return Errors.UNKNOWN_MEMBER_ID
+        if group.is_state(DEAD):
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_current_member(group, inp.member_id, inp.group_instance_id, "heartbeat")
+        if error is not None:
+            return error
+        if inp.generation_id != group.generation_id:
+            return Errors.ILLEGAL_GENERATION
+        state = group.state
+        if state is EMPTY:
+            return Errors.UNKNOWN_MEMBER_ID
+        self._complete_and_schedule_next_heartbeat(group, group.get(inp.member_id))
+        if state is PREPARING_REBALANCE:
+            return Errors.REBALANCE_IN_PROGRESS
+        return Errors.NONE
+
+    def _complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        self._complete_and_schedule_next_expiration(group, member, member.session_timeout_ms)
+
+    def _complete_and_schedule_next_expiration(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
+        key = delayed.member_key(group.group_id, member.member_id)
+        member.heartbeat_satisfied = True
+        self.heartbeat_purgatory.check_and_complete(key)
+        member.heartbeat_satisfied = False
+        self.heartbeat_purgatory.try_complete_else_watch(
+            delayed.DelayedHeartbeat(self, group, member.member_id, False, timeout_ms), (key,), self.now_ms
+        )
+
+    def _remove_heartbeat_for_leaving_member(self, group: GroupMetadata, member_id: str) -> None:
+        self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member_id))
+
+    def try_complete_heartbeat(
+        self, group: GroupMetadata, member_id: str, is_pending: bool, force_complete: Callable[[], bool]
+    ) -> bool:
+        if group.is_state(DEAD):
+            return force_complete()
+        if is_pending:
+            # Done once the pending member has joined (or is gone).
+            if group.has(member_id) or not group.is_pending_member(member_id):
+                return force_complete()
+            return False
+        member = group.members.get(member_id)
+        if member is None or member.has_satisfied_heartbeat():
+            return force_complete()
+        return False
+
+    def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool) -> None:
+        if group.is_state(DEAD):
+            return
+        if is_pending:
+            if group.is_pending_member(member_id):
+                log.info("pending_member_expired", group_id=group.group_id, member_id=member_id)
+                self._remove_pending_member_and_update_group(group, member_id)
+            return
+        member = group.members.get(member_id)
+        if member is None or member.has_satisfied_heartbeat():
+            return
+        reason = "new member join timeout" if member.is_new else "session timeout"
+        self._remove_member(group, member, reason)
+
+    # -- LeaveGroup (§2.5) ---------------------------------------------------------------------------
+
+    def handle_leave_group(self, inp: LeaveGroupInput, now_ms: int) -> LeaveGroupResult:
+        self._tick(now_ms)
+        error = self._validate_group_status(inp.group_id)
+        if error is not None:
+            return LeaveGroupResult(error)
+        group = self.groups.get(inp.group_id)
+        if group is None:
+            return LeaveGroupResult(Errors.NONE, [
+                LeaveMemberResult(m.member_id, m.group_instance_id, Errors.UNKNOWN_MEMBER_ID) for m in inp.members
+            ])
+        if group.is_state(DEAD):
+            return LeaveGroupResult(Errors.COORDINATOR_NOT_AVAILABLE)
+        results = []
+        for leaving in inp.members:
+            reason = f"LeaveGroup; client reason: {leaving.reason or 'not provided'}"
+            results.append(LeaveMemberResult(
+                leaving.member_id, leaving.group_instance_id, self._leave_one(group, leaving.member_id,
+                                                                              leaving.group_instance_id, reason)
+            ))
+        return LeaveGroupResult(Errors.NONE, results)
+
+    def _leave_one(self, group: GroupMetadata, member_id: str, group_instance_id: str | None, reason: str) -> Errors:
+        if member_id == "":
+            # Admin removal of a static member by instance id (KIP-345).
+            current = group.current_static_member_id(group_instance_id) if group_instance_id is not None else None
+            if current is None:
+                return Errors.UNKNOWN_MEMBER_ID
+            self._remove_member(group, group.get(current), reason)
+            return Errors.NONE
+        if group.is_pending_member(member_id):
+            self._remove_pending_member_and_update_group(group, member_id)
+            self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member_id))
+            log.info("pending_member_left", group_id=group.group_id, member_id=member_id)
+            return Errors.NONE
+        error = self._validate_current_member(group, member_id, group_instance_id, "leave-group")
+        if error is not None:
+            return error
+        self._remove_member(group, group.get(member_id), reason)
+        return Errors.NONE
+
+    # -- removing members ----------------------------------------------------------------------------
+
+    def _remove_member(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
+        log.info("member_removed", group_id=group.group_id, member_id=member.member_id,
+                 generation=group.generation_id, reason=reason)
+        # Its parked JoinGroup learns it is out and rejoins from scratch if it is still alive.
+        group.maybe_invoke_join_callback(member, JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, member_id=""))
+        # A parked SyncGroup would otherwise hold its connection: the member is no longer in the group.
+        group.maybe_invoke_sync_callback(member, SyncGroupResult(Errors.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        self._remove_heartbeat_for_leaving_member(group, member.member_id)
+        if group.state in (STABLE, COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
+        elif group.is_state(PREPARING_REBALANCE):
+            self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
+
+    def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_members.discard(member_id)
+        if group.is_state(PREPARING_REBALANCE):
+            self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
+
+    # -- persistence ---------------------------------------------------------------------------------
+
+    def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes], on_done: Callable[[Errors], None]) -> None:
+        record = GroupMetadataRecord(group.group_id, self.group_metadata_value(group, assignment))
+
+        def on_complete(error: Errors, now_ms: int) -> None:
+            self._tick(now_ms)
+            if error is not Errors.NONE:
+                log.warning("group_metadata_write_failed", group_id=group.group_id, error=error.name)
+            on_done(error)
+
+        self._appends.append(PendingAppend(group.group_id, self.partition_for(group.group_id), (record,), on_complete))
+
+    def group_metadata_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> GroupMetadataValue:
+        protocol = group.protocol_name
+        members = tuple(
+            MemberRecord(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                m.session_timeout_ms, m.metadata(protocol) if protocol is not None else b"",
+                assignment.get(m.member_id, b""),
+            )
+            for m in group.members.values()
+        ) if protocol is not None else ()
+        return GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=protocol,
+            leader=group.leader_id if protocol is not None else None,
+            current_state_timestamp_ms=group.state_timestamp_ms,
+            members=members,
+        )

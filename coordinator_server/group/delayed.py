@@ -1,0 +1,130 @@
+"""The coordinator's delayed operations (seed 003): each re-checks the group when it fires, because the
+group may have moved on since it was scheduled (stale timers are expected, not bugs)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator_server.purgatory import DelayedOperation, DelayedOperationPurgatory
+
+from .group import GroupMetadata
+
+if TYPE_CHECKING:
+    from .coordinator import GroupCoordinator
+
+
+def join_key(group_id: str) -> tuple[str, str]:
+    return ("join", group_id)
+
+
+def sync_key(group_id: str) -> tuple[str, str]:
+    return ("sync", group_id)
+
+
+def member_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("heartbeat", group_id, member_id)
+
+
+class DelayedJoin(DelayedOperation):
+    """Completes once every member has rejoined and no pending member remains, or at the rebalance timeout."""
+
+    __slots__ = ("coordinator", "group")
+
+    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, rebalance_timeout_ms: int) -> None:
+        super().__init__(rebalance_timeout_ms)
+        self.coordinator = coordinator
+        self.group = group
+
+    def try_complete(self) -> bool:
+        return self.coordinator.try_complete_join(self.group, self.force_complete)
+
+    def on_complete(self) -> None:
+        self.coordinator.on_complete_join(self.group)
+
+    def on_expiration(self) -> None:
+        self.coordinator.on_expire_join(self.group)
+
+
+class InitialDelayedJoin(DelayedJoin):
+    """The first rebalance of an Empty group waits `group.initial.rebalance.delay.ms` and waits again while
+    new members keep arriving, within the rebalance timeout. It never completes early."""
+
+    __slots__ = ("purgatory", "configured_delay_ms", "remaining_ms")
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        purgatory: DelayedOperationPurgatory[DelayedJoin],
+        group: GroupMetadata,
+        configured_delay_ms: int,
+        delay_ms: int,
+        remaining_ms: int,
+    ) -> None:
+        super().__init__(coordinator, group, delay_ms)
+        self.purgatory = purgatory
+        self.configured_delay_ms = configured_delay_ms
+        self.remaining_ms = remaining_ms
+
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        group = self.group
+        if group.new_member_added and self.remaining_ms != 0:
+            group.new_member_added = False
+            delay = min(self.configured_delay_ms, self.remaining_ms)
+            remaining = max(self.remaining_ms - self.delay_ms, 0)
+            self.purgatory.try_complete_else_watch(
+                InitialDelayedJoin(self.coordinator, self.purgatory, group, self.configured_delay_ms, delay, remaining),
+                (join_key(group.group_id),),
+                self.coordinator.now_ms,
+            )
+        else:
+            self.coordinator.on_complete_join(group)
+
+    def on_expiration(self) -> None:
+        pass  # every initial wait ends by expiring; that is its design, not a rebalance timeout
+
+
+class DelayedSync(DelayedOperation):
+    """After a join completes, every member must SyncGroup within the rebalance timeout (KIP-814 era)."""
+
+    __slots__ = ("coordinator", "group", "generation_id")
+
+    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, generation_id: int, timeout_ms: int) -> None:
+        super().__init__(timeout_ms)
+        self.coordinator = coordinator
+        self.group = group
+        self.generation_id = generation_id
+
+    def try_complete(self) -> bool:
+        return self.coordinator.try_complete_pending_sync(self.group, self.generation_id, self.force_complete)
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        self.coordinator.on_expire_pending_sync(self.group, self.generation_id)
+
+
+class DelayedHeartbeat(DelayedOperation):
+    """A member's (or pending member's) session deadline."""
+
+    __slots__ = ("coordinator", "group", "member_id", "is_pending")
+
+    def __init__(
+        self, coordinator: GroupCoordinator, group: GroupMetadata, member_id: str, is_pending: bool, timeout_ms: int
+    ) -> None:
+        super().__init__(timeout_ms)
+        self.coordinator = coordinator
+        self.group = group
+        self.member_id = member_id
+        self.is_pending = is_pending
+
+    def try_complete(self) -> bool:
+        return self.coordinator.try_complete_heartbeat(self.group, self.member_id, self.is_pending, self.force_complete)
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        self.coordinator.on_expire_heartbeat(self.group, self.member_id, self.is_pending)

@@ -1,0 +1,259 @@
+"""The imperative shell around the coordinator core: the clock, the one loop timer, per-group locks and
+the durable appends.
+
+Theory of operation. The core is synchronous; this class feeds it the loop's monotonic time, arms exactly
+one `loop.call_at` at the timing wheel's next bucket deadline, and makes the core's records durable.
+Requests of one group (join, sync, leave) are serialized by that group's lock, held across the durable
+append their call produced, so a response never goes out before the records its request caused are
+durable, and the next request of that group sees the outcome — while other groups never wait on it.
+Heartbeats take no lock: they write nothing and are the hot path.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import structlog
+
+from coordinator_server.config import Config
+from coordinator_server.group.api import (
+    HeartbeatInput,
+    JoinGroupInput,
+    JoinGroupResult,
+    LeaveGroupInput,
+    LeaveGroupResult,
+    PendingAppend,
+    SyncGroupInput,
+    SyncGroupResult,
+)
+from coordinator_server.group.coordinator import GroupConfig, GroupCoordinator
+from coordinator_server.purgatory import Timer
+from coordinator_server.storage import CoordinatorLog, StorageError
+from protocol.errors import Errors
+
+log = structlog.get_logger("coordinator_server.runtime")
+
+T = TypeVar("T")
+
+
+class KeyedLocks:
+    """One asyncio.Lock per key, created on demand and dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    def hold(self, key: str) -> _Held:
+        return _Held(self, key)
+
+    def _acquire_ref(self, key: str) -> asyncio.Lock:
+        lock, refs = self._locks.get(key, (None, 0))
+        if lock is None:
+            lock = asyncio.Lock()
+        self._locks[key] = (lock, refs + 1)
+        return lock
+
+    def _release_ref(self, key: str) -> None:
+        lock, refs = self._locks[key]
+        if refs <= 1:
+            del self._locks[key]
+        else:
+            self._locks[key] = (lock, refs - 1)
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+class _Held:
+    def __init__(self, locks: KeyedLocks, key: str) -> None:
+        self.locks = locks
+        self.key = key
+        self.lock: asyncio.Lock | None = None
+
+    async def __aenter__(self) -> None:
+        self.lock = self.locks._acquire_ref(self.key)
+        try:
+            await self.lock.acquire()
+        except BaseException:
+            self.locks._release_ref(self.key)
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.lock is not None
+        self.lock.release()
+        self.locks._release_ref(self.key)
+
+
+def group_config(config: Config) -> GroupConfig:
+    return GroupConfig(
+        min_session_timeout_ms=config.min_session_timeout_ms,
+        max_session_timeout_ms=config.max_session_timeout_ms,
+        initial_rebalance_delay_ms=config.initial_rebalance_delay_ms,
+        group_max_size=config.group_max_size,
+    )
+
+
+class CoordinatorRuntime:
+    def __init__(self, log_: CoordinatorLog, coordinator: GroupCoordinator, loop: asyncio.AbstractEventLoop) -> None:
+        self.log = log_
+        self.coordinator = coordinator
+        self.loop = loop
+        self.locks = KeyedLocks()
+        self._timer_handle: asyncio.TimerHandle | None = None
+        self._timer_deadline_ms: int | None = None
+        self._writes: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, config: Config) -> CoordinatorRuntime:
+        """Open the log (recovering it), replay every partition, and start the timer."""
+        loop = asyncio.get_running_loop()
+        log_ = CoordinatorLog.open(config.data_dir, config.offsets_partitions, config.fsync)
+        try:
+            now_ms = _monotonic_ms(loop)
+            coordinator = GroupCoordinator(
+                group_config(config), log_.partitions, Timer(now_ms), wall_offset_ms=_wall_offset_ms(loop)
+            )
+            runtime = cls(log_, coordinator, loop)
+            for partition in range(log_.partitions):
+                coordinator.begin_loading(partition)
+            for partition in range(log_.partitions):
+                coordinator.load_partition(partition, log_.replay(partition), _monotonic_ms(loop))
+            await runtime._after_core_call()
+        except BaseException:
+            await log_.close()
+            raise
+        return runtime
+
+    async def close(self) -> None:
+        """Answer parked requests with NOT_COORDINATOR, wait for writes in flight, flush and fsync the log."""
+        if self._closed:
+            return
+        self._closed = True
+        self.coordinator.shutdown(self._now_ms())
+        if self._timer_handle is not None:
+            self._timer_handle.cancel()
+            self._timer_handle = None
+        # Appends emitted by the shutdown (none today) and those in flight still get written.
+        await self._drain_appends()
+        if self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
+        await self.log.close()
+
+    def partition_for(self, group_id: str) -> int:
+        return self.coordinator.partition_for(group_id)
+
+    # -- requests ------------------------------------------------------------------------------------
+
+    async def join_group(self, inp: JoinGroupInput) -> JoinGroupResult:
+        return await self._parked_call(inp.group_id, lambda now, reply: self.coordinator.handle_join_group(inp, now, reply))
+
+    async def sync_group(self, inp: SyncGroupInput) -> SyncGroupResult:
+        return await self._parked_call(inp.group_id, lambda now, reply: self.coordinator.handle_sync_group(inp, now, reply))
+
+    async def heartbeat(self, inp: HeartbeatInput) -> Errors:
+        error = self.coordinator.handle_heartbeat(inp, self._now_ms())
+        await self._after_core_call()
+        return error
+
+    async def leave_group(self, inp: LeaveGroupInput) -> LeaveGroupResult:
+        async with self.locks.hold(inp.group_id):
+            result = self.coordinator.handle_leave_group(inp, self._now_ms())
+            await self._after_core_call()
+        return result
+
+    async def _parked_call(self, group_id: str, call: Callable[[int, Callable[[T], None]], None]) -> T:
+        future: asyncio.Future[T] = self.loop.create_future()
+
+        def reply(result: T) -> None:
+            if not future.done():
+                future.set_result(result)
+
+        async with self.locks.hold(group_id):
+            call(self._now_ms(), reply)
+            await self._after_core_call()
+        # Parked requests (a JoinGroup waiting for the others) resolve later, from another call.
+        return await future
+
+    # -- the clock and the one timer -----------------------------------------------------------------
+
+    def _now_ms(self) -> int:
+        return _monotonic_ms(self.loop)
+
+    async def _after_core_call(self) -> None:
+        # Due timers of this very moment run after the request that made them due, as Kafka's
+        # executor does, never in the middle of it.
+        self.coordinator.advance_clock(self._now_ms())
+        self._arm_timer()
+        await self._drain_appends()
+
+    def _arm_timer(self) -> None:
+        if self._closed:
+            return
+        deadline = self.coordinator.next_expiration_ms()
+        if deadline == self._timer_deadline_ms and self._timer_handle is not None:
+            return
+        if self._timer_handle is not None:
+            self._timer_handle.cancel()
+            self._timer_handle = None
+        self._timer_deadline_ms = deadline
+        if deadline is not None:
+            self._timer_handle = self.loop.call_at(deadline / 1000.0, self._on_timer, deadline)
+
+    def _on_timer(self, deadline_ms: int) -> None:
+        self._timer_handle = None
+        self._timer_deadline_ms = None
+        if self._closed:
+            return
+        self.coordinator.wall_offset_ms = _wall_offset_ms(self.loop)
+        # The loop may wake a hair early in float seconds; it fired for this deadline, so it is due.
+        self.coordinator.advance_clock(max(self._now_ms(), deadline_ms))
+        self._arm_timer()
+        appends = self.coordinator.take_appends()
+        if appends:
+            self._spawn_writes(appends)
+
+    # -- durable appends -----------------------------------------------------------------------------
+
+    async def _drain_appends(self) -> None:
+        appends = self.coordinator.take_appends()
+        if appends:
+            await asyncio.gather(*self._spawn_writes(appends))
+
+    def _spawn_writes(self, appends: list[PendingAppend]) -> list[asyncio.Task[None]]:
+        # Tasks start in creation order and enqueue before their first await, so the log receives
+        # each partition's records in the order the core emitted them.
+        tasks = []
+        for append in appends:
+            task = self.loop.create_task(self._write(append))
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
+            tasks.append(task)
+        return tasks
+
+    async def _write(self, append: PendingAppend) -> None:
+        error = Errors.NONE
+        try:
+            await self.log.append(append.partition, append.records, self._wall_ms())
+        except StorageError as e:
+            log.error("coordinator_log_append_failed", group_id=append.group_id, partition=append.partition,
+                      error=str(e))
+            error = Errors.KAFKA_STORAGE_ERROR
+        append.complete(error, self._now_ms())
+        await self._after_core_call()
+
+    def _wall_ms(self) -> int:
+        return self._now_ms() + self.coordinator.wall_offset_ms
+
+
+def _monotonic_ms(loop: asyncio.AbstractEventLoop) -> int:
+    return int(loop.time() * 1000)
+
+
+def _wall_offset_ms(loop: asyncio.AbstractEventLoop) -> int:
+    return int(time.time() * 1000) - _monotonic_ms(loop)
+
+
