@@ -48,7 +48,7 @@ class InitialDelayedJoin(DelayedJoin):
     """The first rebalance of an Empty group waits `group.initial.rebalance.delay.ms` and waits again while
     new members keep arriving, within the rebalance timeout. It never completes early."""
 
-    __slots__ = ("purgatory", "configured_delay_ms", "remaining_ms")
+    __slots__ = ("configured_delay_ms", "purgatory", "remaining_ms")
 
     def __init__(
         self,
@@ -88,7 +88,7 @@ class InitialDelayedJoin(DelayedJoin):
 class DelayedSync(DelayedOperation):
     """After a join completes, every member must SyncGroup within the rebalance timeout (KIP-814 era)."""
 
-    __slots__ = ("coordinator", "group", "generation_id")
+    __slots__ = ("coordinator", "generation_id", "group")
 
     def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, generation_id: int, timeout_ms: int) -> None:
         super().__init__(timeout_ms)
@@ -109,7 +109,7 @@ class DelayedSync(DelayedOperation):
 class DelayedHeartbeat(DelayedOperation):
     """A member's (or pending member's) session deadline."""
 
-    __slots__ = ("coordinator", "group", "member_id", "is_pending")
+    __slots__ = ("coordinator", "group", "is_pending", "member_id")
 
     def __init__(
         self, coordinator: GroupCoordinator, group: GroupMetadata, member_id: str, is_pending: bool, timeout_ms: int

@@ -17,10 +17,22 @@ from .state import COMPLETING_REBALANCE, EMPTY, GroupState, assert_valid_transit
 
 class GroupMetadata:
     __slots__ = (
-        "group_id", "state", "previous_state", "state_timestamp_ms", "protocol_type", "protocol_name",
-        "generation_id", "leader_id", "members", "static_members", "pending_members",
-        "pending_sync_members", "num_members_awaiting_join", "supported_protocols", "new_member_added",
+        "generation_id",
+        "group_id",
+        "leader_id",
+        "members",
+        "new_member_added",
+        "num_members_awaiting_join",
         "offsets",
+        "pending_members",
+        "pending_sync_members",
+        "previous_state",
+        "protocol_name",
+        "protocol_type",
+        "state",
+        "state_timestamp_ms",
+        "static_members",
+        "supported_protocols",
     )
 
     def __init__(self, group_id: str, state_timestamp_ms: int = -1) -> None:

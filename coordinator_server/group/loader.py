@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from .group import GroupMetadata
 from .member import MemberMetadata
-from .records import CoordinatorRecord, GroupMetadataRecord, GroupMetadataValue, OffsetCommitRecord, OffsetCommitValue
+from .records import (
+    CoordinatorRecord,
+    GroupMetadataRecord,
+    GroupMetadataValue,
+    OffsetCommitRecord,
+    OffsetCommitValue,
+)
 from .state import STABLE
 
 

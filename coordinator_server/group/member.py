@@ -8,9 +8,20 @@ from .api import JoinCallback, SyncCallback
 
 class MemberMetadata:
     __slots__ = (
-        "member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout_ms",
-        "session_timeout_ms", "protocol_type", "supported_protocols", "assignment",
-        "awaiting_join", "awaiting_sync", "join_api_version", "is_new", "heartbeat_satisfied",
+        "assignment",
+        "awaiting_join",
+        "awaiting_sync",
+        "client_host",
+        "client_id",
+        "group_instance_id",
+        "heartbeat_satisfied",
+        "is_new",
+        "join_api_version",
+        "member_id",
+        "protocol_type",
+        "rebalance_timeout_ms",
+        "session_timeout_ms",
+        "supported_protocols",
     )
 
     def __init__(

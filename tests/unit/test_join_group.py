@@ -1,10 +1,9 @@
 """JoinGroup rules: seed 000/002 and kafka-semantics.md §2.2, §3.2-§3.5, §3.8."""
 from __future__ import annotations
 
+from coordinator_server.group.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from protocol.errors import Errors
 from tests.unit.group_harness import Harness, join_result
-
-from coordinator_server.group.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 
 def test_first_member_of_empty_group_completes_alone_and_leads_when_initial_delay_is_zero() -> None:
@@ -79,7 +78,7 @@ def test_member_id_is_client_id_dash_uuid() -> None:
     from coordinator_server.group.coordinator import default_member_id
 
     member_id = default_member_id("consumer-1")
-    prefix, _, rest = member_id.partition("-1-")
+    _prefix, _, _rest = member_id.partition("-1-")
     assert member_id.startswith("consumer-1-") and len(member_id) == len("consumer-1-") + 36
 
 
@@ -179,7 +178,7 @@ def test_group_max_size_refuses_a_new_member_once_full() -> None:
 
 def test_group_max_size_counts_parked_joins_during_preparing_rebalance() -> None:
     h = Harness(group_max_size=2)
-    a, b = h.form_group(2)
+    a, _b = h.form_group(2)
     h.join(member_id=a.member_id)  # PreparingRebalance, one parked
     assert h.group().state is PREPARING_REBALANCE
     c = h.join(version=3)  # 1 parked < 2: accepted
