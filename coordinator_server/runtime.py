@@ -180,6 +180,22 @@ class CoordinatorRuntime:
 
     # -- the clock and the one timer -----------------------------------------------------------------
 
+    @property
+    def timer(self) -> Timer:
+        """The one timing wheel: other purgatories (e.g. delayed fetches) share it."""
+        return self.coordinator.timer
+
+    def now_ms(self) -> int:
+        return _monotonic_ms(self.loop)
+
+    def rearm_timer(self) -> None:
+        """Call after adding to the shared timer from outside the core, so the loop timer covers it."""
+        self.coordinator.advance_clock(self._now_ms())
+        self._arm_timer()
+        appends = self.coordinator.take_appends()
+        if appends:
+            self._spawn_writes(appends)
+
     def _now_ms(self) -> int:
         return _monotonic_ms(self.loop)
 
