@@ -1,0 +1,385 @@
+"""docker/Dockerfile, docker/docker-compose.yml and docker/healthcheck.py, checked against the code.
+
+No Docker engine runs here, so the files are parsed and compared with what the server accepts: every
+COORDINATOR_* variable is one `coordinator_server.config` knows, paths and ports agree between the files,
+the image runs as non-root with a healthcheck, and the healthcheck itself passes against a live server
+and fails against a closed port. docker-compose.yml is read with PyYAML when it is installed, otherwise
+with a small parser for the block-style YAML subset the file is written in.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator_server.config import _OPTIONS, Config, load_config
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKER = REPO / "docker"
+DOCKERFILE = DOCKER / "Dockerfile"
+COMPOSE = DOCKER / "docker-compose.yml"
+HEALTHCHECK = DOCKER / "healthcheck.py"
+SERVICE = "coordinator"
+
+KNOWN_ENV = {"COORDINATOR_" + attr.upper() for _flag, attr, _typ, _help in _OPTIONS} | {"COORDINATOR_TOPIC"}
+
+
+# ------------------------------------------------------------------------------------------ parsers
+
+
+def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with comments dropped and backslash continuations joined."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.startswith("#"):
+            continue  # a comment inside a continued instruction
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        full = (pending + line).strip()
+        pending = ""
+        instruction, _, args = full.partition(" ")
+        out.append((instruction.upper(), args.strip()))
+    assert not pending, "Dockerfile ends inside a continued line"
+    return out
+
+
+def exec_form_or_words(args: str) -> list[str]:
+    if args.startswith("["):
+        value = json.loads(args)
+        assert isinstance(value, list)
+        return [str(v) for v in value]
+    return shlex.split(args)
+
+
+def dockerfile_env(instructions: list[tuple[str, str]]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for instruction, args in instructions:
+        if instruction == "ENV":
+            for word in shlex.split(args):
+                key, sep, value = word.partition("=")
+                assert sep, f"use ENV KEY=VALUE, not {word!r}"
+                env[key] = value
+    return env
+
+
+def _scalar(text: str) -> Any:
+    text = text.strip()
+    if text == "" or text in ("~", "null"):
+        return None
+    if text[0] in "\"'":
+        assert text[-1] == text[0], f"unterminated string {text!r}"
+        return text[1:-1]
+    return text
+
+
+def _strip_comment(line: str) -> str:
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
+def parse_simple_yaml(text: str) -> Any:
+    """Block mappings, block sequences and plain or quoted scalars: the subset docker-compose.yml uses."""
+    lines: list[tuple[int, str]] = []
+    for raw in text.splitlines():
+        assert "\t" not in raw, "tabs are not valid YAML indentation"
+        line = _strip_comment(raw)
+        if line.strip():
+            lines.append((len(line) - len(line.lstrip(" ")), line.strip()))
+
+    def block(i: int, indent: int) -> tuple[Any, int]:
+        if lines[i][1].startswith("- "):
+            items: list[Any] = []
+            while i < len(lines) and lines[i][0] == indent and lines[i][1].startswith("- "):
+                items.append(_scalar(lines[i][1][2:]))
+                i += 1
+            return items, i
+        mapping: dict[str, Any] = {}
+        while i < len(lines) and lines[i][0] == indent:
+            key, sep, rest = lines[i][1].partition(":")
+            assert sep and not key.startswith("- "), f"unsupported YAML line {lines[i][1]!r}"
+            i += 1
+            if rest.strip():
+                mapping[_scalar(key)] = _scalar(rest)
+            elif i < len(lines) and lines[i][0] > indent:
+                mapping[_scalar(key)], i = block(i, lines[i][0])
+            elif i < len(lines) and lines[i][0] == indent and lines[i][1].startswith("- "):
+                mapping[_scalar(key)], i = block(i, indent)  # a sequence may sit at its key's indent
+            else:
+                mapping[_scalar(key)] = None
+        return mapping, i
+
+    value, end = block(0, lines[0][0])
+    assert end == len(lines), f"could not parse YAML from line {lines[end][1]!r}"
+    return value
+
+
+def load_compose() -> dict[str, Any]:
+    text = COMPOSE.read_text(encoding="utf-8")
+    try:
+        import yaml
+    except ImportError:
+        data = parse_simple_yaml(text)
+    else:
+        data = yaml.safe_load(text)
+    assert isinstance(data, dict)
+    return data
+
+
+# --------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def instructions() -> list[tuple[str, str]]:
+    return dockerfile_instructions(DOCKERFILE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return load_compose()
+
+
+@pytest.fixture(scope="module")
+def service(compose: dict[str, Any]) -> dict[str, Any]:
+    return compose["services"][SERVICE]
+
+
+def compose_env(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):  # the "- KEY=VALUE" form
+        env = dict(item.split("=", 1) for item in env)
+    return {str(k): str(v) for k, v in env.items()}
+
+
+def single(instructions: list[tuple[str, str]], name: str) -> str:
+    found = [args for instruction, args in instructions if instruction == name]
+    assert len(found) == 1, f"expected one {name}, found {found}"
+    return found[0]
+
+
+# ------------------------------------------------------------------------------ the simple parser
+
+
+def test_simple_yaml_parser_handles_the_compose_subset() -> None:
+    text = """
+# comment
+a:
+  b: "x # not a comment"   # a comment
+  list:
+    - "1:2"
+    - plain
+  seq_at_key_indent:
+  - one
+  empty:
+top: 'q'
+"""
+    assert parse_simple_yaml(text) == {
+        "a": {"b": "x # not a comment", "list": ["1:2", "plain"], "seq_at_key_indent": ["one"], "empty": None},
+        "top": "q",
+    }
+
+
+# ----------------------------------------------------------------------------------- Dockerfile
+
+
+def test_dockerfile_base_user_and_entrypoint(instructions: list[tuple[str, str]]) -> None:
+    base = single(instructions, "FROM")
+    assert base.startswith("python:3.11-slim"), base
+    user = single(instructions, "USER").split(":")[0]
+    assert user not in ("root", "0", ""), user
+    # The USER must come after every RUN that needs root, i.e. be the last RUN-relevant switch.
+    names = [i for i, _ in instructions]
+    assert names.index("USER") > max(idx for idx, n in enumerate(names) if n == "RUN")
+    assert exec_form_or_words(single(instructions, "ENTRYPOINT")) == ["coordinator-server"]
+
+
+def test_dockerfile_env_is_accepted_by_the_config(instructions: list[tuple[str, str]]) -> None:
+    env = dockerfile_env(instructions)
+    coordinator_env = {k: v for k, v in env.items() if k.startswith("COORDINATOR_")}
+    assert set(coordinator_env) <= KNOWN_ENV, set(coordinator_env) - KNOWN_ENV
+    config = load_config([], coordinator_env)
+    assert (config.host, config.data_dir, config.log_format) == ("0.0.0.0", "/var/lib/coordinator", "json")
+
+
+def test_dockerfile_volume_expose_and_data_dir_agree(instructions: list[tuple[str, str]]) -> None:
+    config = load_config([], dockerfile_env(instructions))
+    assert exec_form_or_words(single(instructions, "VOLUME")) == [config.data_dir]
+    assert [int(p.split("/")[0]) for p in single(instructions, "EXPOSE").split()] == [config.port] == [9092]
+
+
+def test_dockerfile_healthcheck_runs_the_script(instructions: list[tuple[str, str]]) -> None:
+    args = single(instructions, "HEALTHCHECK")
+    assert "CMD" in args.split(), args
+    command = exec_form_or_words(args.split("CMD", 1)[1].strip())
+    # The script the HEALTHCHECK runs is the one copied from docker/healthcheck.py.
+    copies = [exec_form_or_words(a) for i, a in instructions if i == "COPY"]
+    assert ["docker/healthcheck.py", command[-1]] in [c[-2:] for c in copies], (command, copies)
+
+
+def test_dockerfile_copy_sources_exist(instructions: list[tuple[str, str]]) -> None:
+    copies = [exec_form_or_words(a) for i, a in instructions if i in ("COPY", "ADD")]
+    assert copies
+    for words in copies:
+        if any(w.startswith("--from") for w in words):
+            continue  # from another stage, not the build context
+        sources = [w for w in words[:-1] if not w.startswith("--")]
+        assert sources, words
+        for source in sources:
+            assert (REPO / source).exists(), f"COPY source {source} is not in the repository"
+    copied = {s for words in copies for s in words[:-1]}
+    assert {"pyproject.toml", "README.md"} <= copied  # pyproject's readme must be there to build
+
+
+# ------------------------------------------------------------------------------- docker-compose
+
+
+def test_compose_builds_from_the_dockerfile_with_the_repo_as_context(service: dict[str, Any]) -> None:
+    build = service["build"]
+    context = (COMPOSE.parent / build["context"]).resolve()
+    assert context == REPO
+    assert (context / build["dockerfile"]).resolve() == DOCKERFILE.resolve()
+
+
+def test_compose_env_is_accepted_by_the_config(service: dict[str, Any], instructions: list[tuple[str, str]]) -> None:
+    env = compose_env(service)
+    assert env, "the service sets no environment"
+    unknown = {k for k in env if k not in KNOWN_ENV}
+    assert not unknown, f"not COORDINATOR_* variables the server reads: {unknown}"
+    config = load_config([], {**dockerfile_env(instructions), **env})
+    assert config.advertised_host == SERVICE  # clients on the compose network reach the service name
+
+
+def test_compose_volume_and_port_match_the_image(compose: dict[str, Any], service: dict[str, Any],
+                                                 instructions: list[tuple[str, str]]) -> None:
+    config = load_config([], {**dockerfile_env(instructions), **compose_env(service)})
+    mounts = [str(v).split(":") for v in service["volumes"]]
+    assert [m[1] for m in mounts] == [config.data_dir]
+    named = mounts[0][0]
+    assert not named.startswith((".", "/")), "the data should live on a named volume"
+    assert named in (compose.get("volumes") or {})
+    ports = [str(p) for p in service["ports"]]
+    assert [p.split(":")[-1] for p in ports] == [str(config.port)]
+    exposed = single(instructions, "EXPOSE").split()
+    assert [p.split("/")[0] for p in exposed] == [str(config.port)]
+
+
+def test_compose_has_only_the_server_for_now(compose: dict[str, Any]) -> None:
+    assert list(compose["services"]) == [SERVICE]
+
+
+def test_known_env_covers_every_config_field() -> None:
+    # Guards KNOWN_ENV itself: every Config field with a flag has its variable.
+    attrs = {attr for _f, attr, _t, _h in _OPTIONS}
+    assert attrs <= set(Config.__dataclass_fields__)
+
+
+# --------------------------------------------------------------------------------- healthcheck
+
+
+class _Server:
+    """The real server as a subprocess on a free port (as tests/integration/conftest.py does)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        argv = [sys.executable, "-m", "coordinator_server", "--port", "0", "--data-dir", str(data_dir),
+                "--log-format", "json", "--offsets-partitions", "2"]
+        self.proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.port = -1
+        self.lines: list[str] = []
+        self._listening = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+        if not self._listening.wait(20):
+            self.stop()
+            raise RuntimeError("server did not log `listening`:\n" + "\n".join(self.lines[-20:]))
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and event.get("event") == "listening":
+                self.port = int(event["port"])
+                self._listening.set()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        return self.proc.wait(15)
+
+
+@pytest.fixture
+def live_server(tmp_path: Path) -> Iterator[_Server]:
+    server = _Server(tmp_path / "data")
+    try:
+        yield server
+    finally:
+        assert server.stop() == 0
+
+
+def run_healthcheck(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("COORDINATOR_")}
+    return subprocess.run([sys.executable, str(HEALTHCHECK), *args], env={**base, **(env or {})},
+                          capture_output=True, text=True, timeout=30)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.integration
+def test_healthcheck_passes_against_a_live_server(live_server: _Server) -> None:
+    result = run_healthcheck("--host", "127.0.0.1", "--port", str(live_server.port))
+    assert result.returncode == 0, result.stderr
+    # As the image runs it: no arguments, the target taken from the server's own variables.
+    result = run_healthcheck(env={"COORDINATOR_HOST": "0.0.0.0", "COORDINATOR_PORT": str(live_server.port)})
+    assert result.returncode == 0, result.stderr
+
+
+def test_healthcheck_fails_against_a_closed_port() -> None:
+    result = run_healthcheck("--host", "127.0.0.1", "--port", str(free_port()), "--timeout", "2")
+    assert result.returncode != 0
+    assert "unhealthy" in result.stderr
+
+
+def test_healthcheck_fails_when_the_port_is_open_but_not_kafka() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+
+        def accept_and_close() -> None:
+            conn, _ = listener.accept()
+            conn.close()
+
+        thread = threading.Thread(target=accept_and_close, daemon=True)
+        thread.start()
+        result = run_healthcheck("--host", "127.0.0.1", "--port", str(port), "--timeout", "2")
+        thread.join(5)
+    assert result.returncode != 0
+    assert "unhealthy" in result.stderr
