@@ -59,6 +59,7 @@ class Config:
     fsync: FsyncPolicy = field(default_factory=lambda: FsyncPolicy("always"))
     socket_request_max_bytes: int = 104_857_600
     offset_metadata_max_bytes: int = 4096
+    offsets_retention_minutes: int = 10080
     cluster_id: str = "coordinator-server-cluster"
 
     @property
@@ -117,6 +118,8 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--log-level", "log_level", str, "debug, info, warning or error"),
     ("--fsync", "fsync", _fsync, "always | interval:MS | never"),
     ("--socket-request-max-bytes", "socket_request_max_bytes", _positive, "socket.request.max.bytes"),
+    ("--offsets-retention-minutes", "offsets_retention_minutes", _positive, "offsets.retention.minutes"),
+    ("--offset-metadata-max-bytes", "offset_metadata_max_bytes", _non_negative, "offset.metadata.max.bytes"),
 ]
 
 

@@ -24,6 +24,12 @@ from coordinator_server.group.api import (
     JoinGroupResult,
     LeaveGroupInput,
     LeaveGroupResult,
+    OffsetCommitInput,
+    OffsetCommitResult,
+    OffsetDeleteInput,
+    OffsetDeleteResult,
+    OffsetFetchInput,
+    OffsetFetchResult,
     PendingAppend,
     SyncGroupInput,
     SyncGroupResult,
@@ -91,6 +97,8 @@ def group_config(config: Config) -> GroupConfig:
         max_session_timeout_ms=config.max_session_timeout_ms,
         initial_rebalance_delay_ms=config.initial_rebalance_delay_ms,
         group_max_size=config.group_max_size,
+        offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        offsets_retention_ms=config.offsets_retention_minutes * 60_000,
     )
 
 
@@ -164,6 +172,23 @@ class CoordinatorRuntime:
             result = self.coordinator.handle_leave_group(inp, self._now_ms())
             await self._after_core_call()
         return result
+
+    async def offset_commit(self, inp: OffsetCommitInput) -> OffsetCommitResult:
+        return await self._parked_call(
+            inp.group_id or "", lambda now, reply: self.coordinator.handle_offset_commit(inp, now, reply)
+        )
+
+    async def offset_fetch(self, inp: OffsetFetchInput) -> OffsetFetchResult:
+        # Under the group's lock: a fetch waits behind commits whose records are still being written.
+        async with self.locks.hold(inp.group_id or ""):
+            result = self.coordinator.handle_offset_fetch(inp, self._now_ms())
+            await self._after_core_call()
+        return result
+
+    async def offset_delete(self, inp: OffsetDeleteInput) -> OffsetDeleteResult:
+        return await self._parked_call(
+            inp.group_id or "", lambda now, reply: self.coordinator.handle_offset_delete(inp, now, reply)
+        )
 
     async def _parked_call(self, group_id: str, call: Callable[[int, Callable[[T], None]], None]) -> T:
         future: asyncio.Future[T] = self.loop.create_future()

@@ -129,3 +129,78 @@ class PendingAppend:
             raise RuntimeError("append completed twice")
         self.completed = True
         self.on_complete(error, now_ms)
+
+
+# -- committed offsets ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPartition:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int  # -1 = none
+    metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitInput:
+    group_id: str | None
+    generation_id: int  # generation, or -1 for simple consumers and admin tools
+    member_id: str
+    group_instance_id: str | None
+    retention_time_ms: int  # v2-4; -1 = the broker's retention
+    partitions: tuple[CommitPartition, ...]  # only partitions that exist: the API layer answers the rest
+    api_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResult:
+    topic: str
+    partition: int
+    error: Errors
+
+
+@dataclass(slots=True)
+class OffsetCommitResult:
+    partitions: list[PartitionResult]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int  # -1 = nothing committed
+    leader_epoch: int
+    metadata: str
+    error: Errors = Errors.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchInput:
+    group_id: str | None
+    partitions: tuple[tuple[str, int], ...] | None  # None = every committed offset of the group
+    require_stable: bool
+    api_version: int
+
+
+@dataclass(slots=True)
+class OffsetFetchResult:
+    error: Errors  # group-level; where it goes on the wire depends on the version
+    offsets: list[FetchedOffset]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteInput:
+    group_id: str | None
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(slots=True)
+class OffsetDeleteResult:
+    error: Errors
+    partitions: list[PartitionResult]
+
+
+OffsetCommitCallback = Callable[[OffsetCommitResult], None]
+OffsetDeleteCallback = Callable[[OffsetDeleteResult], None]

@@ -18,12 +18,18 @@ from dataclasses import dataclass
 
 import structlog
 
-from coordinator_server.purgatory import DelayedOperationPurgatory, Timer
+from coordinator_server.purgatory import DelayedOperationPurgatory, Timer, TimerTask
 from protocol.errors import Errors
 
 from . import delayed
 from .api import (
     HeartbeatInput,
+    OffsetCommitCallback,
+    OffsetCommitInput,
+    OffsetDeleteCallback,
+    OffsetDeleteInput,
+    OffsetFetchInput,
+    OffsetFetchResult,
     JoinCallback,
     JoinGroupInput,
     JoinGroupResult,
@@ -37,6 +43,7 @@ from .api import (
 )
 from .group import GroupMetadata
 from .loader import GroupLoader
+from .offsets import OFFSETS_RETENTION_CHECK_INTERVAL_MS, OFFSETS_RETENTION_MS, OffsetManager
 from .member import MemberMetadata
 from .partitioner import partition_for
 from .records import CoordinatorRecord, GroupMetadataRecord, GroupMetadataValue, MemberRecord
@@ -55,6 +62,9 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 3000
     group_max_size: int = 2_147_483_647
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = OFFSETS_RETENTION_MS
+    offsets_retention_check_interval_ms: int = OFFSETS_RETENTION_CHECK_INTERVAL_MS
 
 
 def default_member_id(prefix: str) -> str:
@@ -106,6 +116,8 @@ class GroupCoordinator:
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
         self._appends: list[PendingAppend] = []
+        self.offsets = OffsetManager(self, config.offset_metadata_max_bytes, config.offsets_retention_ms)
+        self._cleanup = _OffsetsCleanup(self)
 
     # -- time and effects ----------------------------------------------------------------------------
 
@@ -154,6 +166,9 @@ class GroupCoordinator:
     def load_partition(self, partition: int, records: Iterable[CoordinatorRecord], now_ms: int) -> int:
         """Replay a partition's log; groups with members come back Stable with fresh session deadlines."""
         self._tick(now_ms)
+        if not self._cleanup.scheduled:
+            # The first load is when the core first knows the time: start the periodic cleanup.
+            self.timer.add(self._cleanup, self.now_ms)
         loader = GroupLoader()
         for record in records:
             loader.apply(record)
@@ -162,7 +177,7 @@ class GroupCoordinator:
             self.groups[group.group_id] = group
             loaded += 1
             for member in list(group.members.values()):
-                self._complete_and_schedule_next_heartbeat(group, member)
+                self.complete_and_schedule_next_heartbeat(group, member)
             if group.size() > self.config.group_max_size:
                 self._prepare_rebalance(group, "group is over group.max.size after loading")
         self.loading_partitions.discard(partition)
@@ -174,6 +189,7 @@ class GroupCoordinator:
         """Unload every group: parked requests get NOT_COORDINATOR so clients rediscover the coordinator."""
         self._tick(now_ms)
         self.active = False
+        self._cleanup.cancel()
         for group in list(self.groups.values()):
             self._unload_group(group)
         self.groups.clear()
@@ -193,10 +209,25 @@ class GroupCoordinator:
                 self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member.member_id))
         self._remove_sync_expiration(group)
 
+    # -- committed offsets (offsets.py) --------------------------------------------------------------
+
+    def handle_offset_commit(self, inp: OffsetCommitInput, now_ms: int, respond: OffsetCommitCallback) -> None:
+        self._tick(now_ms)
+        self.offsets.handle_offset_commit(inp, respond)
+
+    def handle_offset_fetch(self, inp: OffsetFetchInput, now_ms: int) -> OffsetFetchResult:
+        self._tick(now_ms)
+        return self.offsets.handle_offset_fetch(inp)
+
+    def handle_offset_delete(self, inp: OffsetDeleteInput, now_ms: int, respond: OffsetDeleteCallback) -> None:
+        self._tick(now_ms)
+        self.offsets.handle_offset_delete(inp, respond)
+
     # -- the gate (§2.1) -----------------------------------------------------------------------------
 
-    def _validate_group_status(self, group_id: str | None) -> Errors | None:
-        if not group_id:
+    def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> Errors | None:
+        """The gate of §2.1. Offset commits and fetches accept "" as a group id; the rest reject it."""
+        if group_id is None or (group_id == "" and not allow_empty):
             return Errors.INVALID_GROUP_ID
         if not self.active:
             return Errors.COORDINATOR_NOT_AVAILABLE
@@ -207,7 +238,7 @@ class GroupCoordinator:
             return Errors.NOT_COORDINATOR
         return None
 
-    def _validate_current_member(
+    def validate_current_member(
         self, group: GroupMetadata, member_id: str, group_instance_id: str | None, operation: str
     ) -> Errors | None:
         if group_instance_id is not None:
@@ -226,7 +257,7 @@ class GroupCoordinator:
 
     def handle_join_group(self, inp: JoinGroupInput, now_ms: int, respond: JoinCallback) -> None:
         self._tick(now_ms)
-        error = self._validate_group_status(inp.group_id)
+        error = self.validate_group_status(inp.group_id)
         if error is not None:
             respond(JoinGroupResult(error, member_id=inp.member_id))
             return
@@ -249,6 +280,13 @@ class GroupCoordinator:
             self._do_current_member_join(group, inp, respond)
         if group.is_state(PREPARING_REBALANCE):
             self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
+
+    def create_simple_group(self, group_id: str) -> GroupMetadata:
+        """A group created by an offset commit with no generation: Empty, no protocol type, in memory
+        only — its offset records are what make it known after a restart."""
+        group = GroupMetadata(group_id, self.wall_ms)
+        self.groups[group_id] = group
+        return group
 
     def _create_group(self, group_id: str) -> GroupMetadata:
         group = GroupMetadata(group_id, self.wall_ms)
@@ -317,7 +355,7 @@ class GroupCoordinator:
             # A pending member never carries an instance id: ids of static members are not handed out first.
             self._add_member_and_rebalance(group, member_id, inp, respond)
             return
-        error = self._validate_current_member(group, member_id, inp.group_instance_id, "join-group")
+        error = self.validate_current_member(group, member_id, inp.group_instance_id, "join-group")
         if error is not None:
             respond(JoinGroupResult(error, member_id=member_id))
             return
@@ -400,7 +438,7 @@ class GroupCoordinator:
         old_client = (member.client_id, member.client_host)
         member.client_id, member.client_host = inp.client_id, inp.client_host
         # The old id's heartbeat expires harmlessly (the id is gone); the new id gets its own.
-        self._complete_and_schedule_next_heartbeat(group, member)
+        self.complete_and_schedule_next_heartbeat(group, member)
         group.update_member(member, inp.protocols, inp.rebalance_timeout_ms, inp.session_timeout_ms, respond)
         member.join_api_version = inp.api_version
         state = group.state
@@ -448,7 +486,7 @@ class GroupCoordinator:
                 group.update_member(member, protocols, rebalance_ms, session_ms, None)
                 member.client_id, member.client_host = client
                 reverted = group.replace_static_member(instance_id, new_member_id, old_member_id)
-                self._complete_and_schedule_next_heartbeat(group, reverted)
+                self.complete_and_schedule_next_heartbeat(group, reverted)
                 if callback is not None:
                     callback(JoinGroupResult(
                         map_group_write_error(error), generation_id=group.generation_id,
@@ -537,7 +575,7 @@ class GroupCoordinator:
         for member in list(group.members.values()):
             result = self._current_join_result(group, member.member_id, include_members=group.is_leader(member.member_id))
             group.maybe_invoke_join_callback(member, result)
-            self._complete_and_schedule_next_heartbeat(group, member)
+            self.complete_and_schedule_next_heartbeat(group, member)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
         self._schedule_pending_sync(group)
@@ -546,7 +584,7 @@ class GroupCoordinator:
 
     def handle_sync_group(self, inp: SyncGroupInput, now_ms: int, respond: SyncCallback) -> None:
         self._tick(now_ms)
-        error = self._validate_group_status(inp.group_id)
+        error = self.validate_group_status(inp.group_id)
         if error is not None:
             respond(SyncGroupResult(error))
             return
@@ -575,14 +613,14 @@ class GroupCoordinator:
             self._remove_pending_sync_member(group, inp.member_id)
             member = group.get(inp.member_id)
             respond(SyncGroupResult(Errors.NONE, group.protocol_type, group.protocol_name, member.assignment))
-            self._complete_and_schedule_next_heartbeat(group, member)
+            self.complete_and_schedule_next_heartbeat(group, member)
         else:
             raise AssertionError(f"SyncGroup reached group {group.group_id} in state {state}")
 
     def _validate_sync_group(self, group: GroupMetadata, inp: SyncGroupInput) -> Errors | None:
         if group.is_state(DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_current_member(group, inp.member_id, inp.group_instance_id, "sync-group")
+        error = self.validate_current_member(group, inp.member_id, inp.group_instance_id, "sync-group")
         if error is not None:
             return error
         if inp.generation_id != group.generation_id:
@@ -634,7 +672,7 @@ class GroupCoordinator:
             )
             if group.maybe_invoke_sync_callback(member, result):
                 # A session that ran out while the member waited was ignored; start a fresh one now.
-                self._complete_and_schedule_next_heartbeat(group, member)
+                self.complete_and_schedule_next_heartbeat(group, member)
 
     def _schedule_pending_sync(self, group: GroupMetadata) -> None:
         self.rebalance_purgatory.try_complete_else_watch(
@@ -677,7 +715,7 @@ class GroupCoordinator:
 
     def handle_heartbeat(self, inp: HeartbeatInput, now_ms: int) -> Errors:
         self._tick(now_ms)
-        error = self._validate_group_status(inp.group_id)
+        error = self.validate_group_status(inp.group_id)
         if error is not None:
             # A loading coordinator answers blindly: the member will learn the truth once it has loaded.
             return Errors.NONE if error is Errors.COORDINATOR_LOAD_IN_PROGRESS else error
@@ -686,7 +724,7 @@ class GroupCoordinator:
             return Errors.UNKNOWN_MEMBER_ID
         if group.is_state(DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_current_member(group, inp.member_id, inp.group_instance_id, "heartbeat")
+        error = self.validate_current_member(group, inp.member_id, inp.group_instance_id, "heartbeat")
         if error is not None:
             return error
         if inp.generation_id != group.generation_id:
@@ -694,12 +732,12 @@ class GroupCoordinator:
         state = group.state
         if state is EMPTY:
             return Errors.UNKNOWN_MEMBER_ID
-        self._complete_and_schedule_next_heartbeat(group, group.get(inp.member_id))
+        self.complete_and_schedule_next_heartbeat(group, group.get(inp.member_id))
         if state is PREPARING_REBALANCE:
             return Errors.REBALANCE_IN_PROGRESS
         return Errors.NONE
 
-    def _complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
+    def complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
         self._complete_and_schedule_next_expiration(group, member, member.session_timeout_ms)
 
     def _complete_and_schedule_next_expiration(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
@@ -747,7 +785,7 @@ class GroupCoordinator:
 
     def handle_leave_group(self, inp: LeaveGroupInput, now_ms: int) -> LeaveGroupResult:
         self._tick(now_ms)
-        error = self._validate_group_status(inp.group_id)
+        error = self.validate_group_status(inp.group_id)
         if error is not None:
             return LeaveGroupResult(error)
         group = self.groups.get(inp.group_id)
@@ -779,7 +817,7 @@ class GroupCoordinator:
             self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member_id))
             log.info("pending_member_left", group_id=group.group_id, member_id=member_id)
             return Errors.NONE
-        error = self._validate_current_member(group, member_id, group_instance_id, "leave-group")
+        error = self.validate_current_member(group, member_id, group_instance_id, "leave-group")
         if error is not None:
             return error
         self._remove_member(group, group.get(member_id), reason)
@@ -810,14 +848,20 @@ class GroupCoordinator:
 
     def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes], on_done: Callable[[Errors], None]) -> None:
         record = GroupMetadataRecord(group.group_id, self.group_metadata_value(group, assignment))
+        self.emit_append(group.group_id, (record,), on_done)
+
+    def emit_append(
+        self, group_id: str, records: tuple[CoordinatorRecord, ...], on_done: Callable[[Errors], None]
+    ) -> None:
+        """Hand records to the shell to make durable; on_done runs with the write's outcome."""
 
         def on_complete(error: Errors, now_ms: int) -> None:
             self._tick(now_ms)
             if error is not Errors.NONE:
-                log.warning("group_metadata_write_failed", group_id=group.group_id, error=error.name)
+                log.warning("coordinator_write_failed", group_id=group_id, error=error.name, records=len(records))
             on_done(error)
 
-        self._appends.append(PendingAppend(group.group_id, self.partition_for(group.group_id), (record,), on_complete))
+        self._appends.append(PendingAppend(group_id, self.partition_for(group_id), records, on_complete))
 
     def group_metadata_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> GroupMetadataValue:
         protocol = group.protocol_name
@@ -837,3 +881,19 @@ class GroupCoordinator:
             current_state_timestamp_ms=group.state_timestamp_ms,
             members=members,
         )
+
+
+class _OffsetsCleanup(TimerTask):
+    """Kafka's periodic cleanupGroupMetadata, every offsets.retention.check.interval.ms."""
+
+    __slots__ = ("coordinator",)
+
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        super().__init__(coordinator.config.offsets_retention_check_interval_ms)
+        self.coordinator = coordinator
+
+    def run(self) -> None:
+        if not self.coordinator.active:
+            return
+        self.coordinator.offsets.cleanup_group_metadata()
+        self.coordinator.timer.add(self, self.coordinator.now_ms)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from protocol.errors import Errors
 
 from .api import JoinGroupMember, JoinGroupResult, SyncGroupResult
@@ -25,6 +26,7 @@ class GroupMetadata:
         "num_members_awaiting_join",
         "offsets",
         "pending_members",
+        "pending_offset_commits",
         "pending_sync_members",
         "previous_state",
         "protocol_name",
@@ -32,6 +34,7 @@ class GroupMetadata:
         "state",
         "state_timestamp_ms",
         "static_members",
+        "subscribed_topics",
         "supported_protocols",
     )
 
@@ -53,6 +56,10 @@ class GroupMetadata:
         # The initial delayed join waits again while members keep arriving.
         self.new_member_added = False
         self.offsets: dict[tuple[str, int], OffsetCommitValue] = {}
+        # Commits written but not yet durable, per partition: never expired meanwhile.
+        self.pending_offset_commits: dict[tuple[str, int], int] = {}
+        # Topics the consumer-protocol members subscribe to; None = unknown, i.e. all of them.
+        self.subscribed_topics: set[str] | None = None
 
     # -- state ---------------------------------------------------------------------------------------
 
@@ -207,7 +214,15 @@ class GroupMetadata:
         else:
             self.protocol_name = None
             self.transition_to(EMPTY, wall_ms)
+        self.update_subscribed_topics()
         self.pending_sync_members.clear()
+
+    def update_subscribed_topics(self) -> None:
+        protocol = self.protocol_name
+        if self.protocol_type == CONSUMER_PROTOCOL_TYPE and protocol is not None and self.members:
+            self.subscribed_topics = subscribed_topics(m.metadata(protocol) for m in self.members.values())
+        else:
+            self.subscribed_topics = None
 
     def current_member_metadata(self) -> list[JoinGroupMember]:
         protocol = self.protocol_name

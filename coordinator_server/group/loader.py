@@ -80,4 +80,5 @@ def group_from_value(group_id: str, value: GroupMetadataValue) -> GroupMetadata:
             group.leader_id = next(iter(group.members))
     else:
         group.leader_id = None
+    group.update_subscribed_topics()
     return group

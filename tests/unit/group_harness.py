@@ -11,7 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator_server.group.api import (
+    CommitPartition,
     HeartbeatInput,
+    OffsetCommitInput,
+    OffsetDeleteInput,
+    OffsetFetchInput,
+    OffsetFetchResult,
     JoinGroupInput,
     JoinGroupResult,
     LeaveGroupInput,
@@ -140,6 +145,42 @@ class Harness:
         )
         self._after_call()
         return result
+
+    def commit(
+        self,
+        group: str,
+        offsets: dict[tuple[str, int], int],
+        generation: int = -1,
+        member_id: str = "",
+        instance: str | None = None,
+        metadata: str | None = "",
+        retention_ms: int = -1,
+        version: int = 8,
+    ) -> Reply:
+        reply = Reply()
+        partitions = tuple(CommitPartition(t, p, o, -1, metadata) for (t, p), o in offsets.items())
+        self.coordinator.handle_offset_commit(
+            OffsetCommitInput(group, generation, member_id, instance, retention_ms, partitions, version), self.now, reply
+        )
+        self._after_call()
+        return reply
+
+    def fetch(self, group: str, partitions: list[tuple[str, int]] | None = None) -> OffsetFetchResult:
+        result = self.coordinator.handle_offset_fetch(
+            OffsetFetchInput(group, None if partitions is None else tuple(partitions), False, 8), self.now
+        )
+        self._after_call()
+        return result
+
+    def delete_offsets(self, group: str, *partitions: tuple[str, int]) -> Reply:
+        reply = Reply()
+        self.coordinator.handle_offset_delete(OffsetDeleteInput(group, tuple(partitions)), self.now, reply)
+        self._after_call()
+        return reply
+
+    def committed(self, group: str, topic: str, partition: int) -> int:
+        [fetched] = self.fetch(group, [(topic, partition)]).offsets
+        return fetched.offset
 
     def sleep(self, ms: int) -> None:
         """Let time pass in 1 ms steps is too slow; jump, letting the wheel fire everything due."""

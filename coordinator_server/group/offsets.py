@@ -1,0 +1,266 @@
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and retention (kafka-semantics.md §2.6, §2.7,
+§2.11, §6).
+
+An offset is visible only once its record is durable: a commit is applied to the group in the append's
+completion, and until then the partition counts as a pending commit (never expired meanwhile). Because
+the shell holds the group's lock across that append, a fetch that takes the same lock waits behind earlier
+commits — which is what RequireStable asks for, and what the new coordinator does instead of answering
+UNSTABLE_OFFSET_COMMIT (only transactional commits would, and this server has no transactions).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from protocol.errors import Errors
+
+from .api import (
+    CommitPartition,
+    FetchedOffset,
+    OffsetCommitCallback,
+    OffsetCommitInput,
+    OffsetCommitResult,
+    OffsetDeleteCallback,
+    OffsetDeleteInput,
+    OffsetDeleteResult,
+    OffsetFetchInput,
+    OffsetFetchResult,
+    PartitionResult,
+)
+from .group import GroupMetadata
+from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitRecord, OffsetCommitValue
+from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+
+if TYPE_CHECKING:
+    from .coordinator import GroupCoordinator
+
+log = structlog.get_logger("coordinator_server.group.offsets")
+
+OFFSETS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # offsets.retention.minutes = 10080
+OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000
+
+# Write errors as OffsetCommit reports them (Scala GroupCoordinator / new OffsetMetadataManager).
+_COMMIT_WRITE_ERRORS = {
+    Errors.NETWORK_EXCEPTION: Errors.COORDINATOR_LOAD_IN_PROGRESS,
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+    Errors.MESSAGE_TOO_LARGE: Errors.INVALID_COMMIT_OFFSET_SIZE,
+    Errors.RECORD_LIST_TOO_LARGE: Errors.INVALID_COMMIT_OFFSET_SIZE,
+    Errors.INVALID_FETCH_SIZE: Errors.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+class OffsetManager:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        offset_metadata_max_bytes: int = 4096,
+        retention_ms: int = OFFSETS_RETENTION_MS,
+    ) -> None:
+        self.coordinator = coordinator
+        self.offset_metadata_max_bytes = offset_metadata_max_bytes
+        self.retention_ms = retention_ms
+
+    # -- OffsetCommit (§2.6) -------------------------------------------------------------------------
+
+    def handle_offset_commit(self, inp: OffsetCommitInput, respond: OffsetCommitCallback) -> None:
+        def all_fail(error: Errors) -> None:
+            respond(OffsetCommitResult([PartitionResult(p.topic, p.partition, error) for p in inp.partitions]))
+
+        coordinator = self.coordinator
+        error = coordinator.validate_group_status(inp.group_id, allow_empty=True)
+        if error is not None:
+            all_fail(error)
+            return
+        assert inp.group_id is not None
+        group = coordinator.groups.get(inp.group_id)
+        if group is None:
+            if inp.generation_id >= 0:
+                # A member of a group this coordinator does not know: v9+ says so (new coordinator).
+                all_fail(Errors.GROUP_ID_NOT_FOUND if inp.api_version >= 9 else Errors.ILLEGAL_GENERATION)
+                return
+            group = coordinator.create_simple_group(inp.group_id)
+        error = self._validate_commit(group, inp)
+        if error is not None:
+            all_fail(error)
+            return
+        if group.state in (STABLE, PREPARING_REBALANCE) and group.has(inp.member_id):
+            # A commit from a member counts as a heartbeat.
+            coordinator.complete_and_schedule_next_heartbeat(group, group.get(inp.member_id))
+        self._store_offsets(group, inp, respond)
+
+    def _validate_commit(self, group: GroupMetadata, inp: OffsetCommitInput) -> Errors | None:
+        if group.is_state(DEAD):
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        if inp.generation_id < 0 and group.is_state(EMPTY):
+            return None  # simple consumers and admin tools: no member checks at all
+        if inp.generation_id >= 0 or inp.member_id or inp.group_instance_id is not None:
+            error = self.coordinator.validate_current_member(group, inp.member_id, inp.group_instance_id, "offset-commit")
+            if error is not None:
+                return error
+            if inp.generation_id != group.generation_id:
+                return Errors.ILLEGAL_GENERATION
+        else:
+            return Errors.UNKNOWN_MEMBER_ID  # a simple commit into a group that has members
+        if group.is_state(COMPLETING_REBALANCE):
+            return Errors.REBALANCE_IN_PROGRESS
+        return None
+
+    def _store_offsets(self, group: GroupMetadata, inp: OffsetCommitInput, respond: OffsetCommitCallback) -> None:
+        wall_ms = self.coordinator.wall_ms
+        expire_ms = wall_ms + inp.retention_time_ms if inp.retention_time_ms != -1 else -1
+        results: dict[tuple[str, int], Errors] = {}
+        to_write: list[tuple[CommitPartition, OffsetCommitValue]] = []
+        for p in inp.partitions:
+            metadata = p.metadata if p.metadata is not None else ""
+            if len(metadata) > self.offset_metadata_max_bytes:
+                results[(p.topic, p.partition)] = Errors.OFFSET_METADATA_TOO_LARGE
+                continue
+            to_write.append((p, OffsetCommitValue(p.offset, p.leader_epoch, metadata, wall_ms, expire_ms)))
+
+        def answer() -> None:
+            respond(OffsetCommitResult([
+                PartitionResult(p.topic, p.partition, results[(p.topic, p.partition)]) for p in inp.partitions
+            ]))
+
+        if not to_write:
+            answer()
+            return
+        for p, _ in to_write:
+            key = (p.topic, p.partition)
+            group.pending_offset_commits[key] = group.pending_offset_commits.get(key, 0) + 1
+        records = tuple(OffsetCommitRecord(group.group_id, p.topic, p.partition, v) for p, v in to_write)
+
+        def on_done(error: Errors) -> None:
+            for p, value in to_write:
+                key = (p.topic, p.partition)
+                remaining = group.pending_offset_commits.get(key, 1) - 1
+                if remaining <= 0:
+                    group.pending_offset_commits.pop(key, None)
+                else:
+                    group.pending_offset_commits[key] = remaining
+                if error is Errors.NONE and not group.is_state(DEAD):
+                    group.offsets[key] = value
+                results[key] = _COMMIT_WRITE_ERRORS.get(error, error)
+            answer()
+
+        self.coordinator.emit_append(group.group_id, records, on_done)
+
+    # -- OffsetFetch (§2.7) --------------------------------------------------------------------------
+
+    def handle_offset_fetch(self, inp: OffsetFetchInput) -> OffsetFetchResult:
+        error = self.coordinator.validate_group_status(inp.group_id, allow_empty=True)
+        if error is not None:
+            return OffsetFetchResult(error, [])
+        assert inp.group_id is not None
+        group = self.coordinator.groups.get(inp.group_id)
+        offsets = {} if group is None or group.is_state(DEAD) else group.offsets
+        if inp.partitions is None:
+            return OffsetFetchResult(Errors.NONE, [
+                FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata) for (t, p), v in sorted(offsets.items())
+            ])
+        fetched = []
+        for topic, partition in inp.partitions:
+            value = offsets.get((topic, partition))
+            if value is None:
+                fetched.append(FetchedOffset(topic, partition, -1, -1, ""))
+            else:
+                fetched.append(FetchedOffset(topic, partition, value.offset, value.leader_epoch, value.metadata))
+        return OffsetFetchResult(Errors.NONE, fetched)
+
+    # -- OffsetDelete (§2.11) ------------------------------------------------------------------------
+
+    def handle_offset_delete(self, inp: OffsetDeleteInput, callback: OffsetDeleteCallback) -> None:
+        error = self.coordinator.validate_group_status(inp.group_id)
+        if error is not None:
+            callback(OffsetDeleteResult(error, []))
+            return
+        assert inp.group_id is not None
+        group = self.coordinator.groups.get(inp.group_id)
+        if group is None or group.is_state(DEAD):
+            callback(OffsetDeleteResult(Errors.GROUP_ID_NOT_FOUND, []))
+            return
+        if not group.is_state(EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            callback(OffsetDeleteResult(Errors.NON_EMPTY_GROUP, []))
+            return
+        subscribed = None if group.is_state(EMPTY) else group.subscribed_topics
+        results: list[PartitionResult] = []
+        deleted: list[tuple[str, int]] = []
+        for topic, partition in inp.partitions:
+            if not group.is_state(EMPTY) and (subscribed is None or topic in subscribed):
+                results.append(PartitionResult(topic, partition, Errors.GROUP_SUBSCRIBED_TO_TOPIC))
+            else:
+                results.append(PartitionResult(topic, partition, Errors.NONE))
+                deleted.append((topic, partition))
+        tombstones = [OffsetCommitRecord(group.group_id, t, p, None) for t, p in deleted if (t, p) in group.offsets]
+        for key in deleted:
+            group.offsets.pop(key, None)
+        if not tombstones:
+            callback(OffsetDeleteResult(Errors.NONE, results))
+            return
+        self.coordinator.emit_append(
+            group.group_id, tuple(tombstones),
+            lambda error: callback(OffsetDeleteResult(Errors.NONE, results)),
+        )
+
+    # -- retention (§6) ------------------------------------------------------------------------------
+
+    def cleanup_group_metadata(self) -> tuple[int, int]:
+        """Expire offsets past retention and remove Empty groups left with none. Returns (offsets, groups)."""
+        wall_ms = self.coordinator.wall_ms
+        expired_total = removed_groups = 0
+        for group in list(self.coordinator.groups.values()):
+            expired = self._expired_offsets(group, wall_ms)
+            records: list[CoordinatorRecord] = [OffsetCommitRecord(group.group_id, t, p, None) for t, p in expired]
+            for key in expired:
+                del group.offsets[key]
+            expired_total += len(expired)
+            if group.is_state(EMPTY) and not group.offsets and not group.pending_offset_commits:
+                group.transition_to(DEAD, wall_ms)
+                del self.coordinator.groups[group.group_id]
+                records.append(GroupMetadataRecord(group.group_id, None))
+                removed_groups += 1
+                log.info("group_removed", group_id=group.group_id, reason="empty with no committed offsets")
+            if records:
+                # Like Kafka's acks=0 tombstones: a lost one is simply reissued at the next cleanup.
+                self.coordinator.emit_append(group.group_id, tuple(records), lambda error: None)
+        if expired_total or removed_groups:
+            log.info("offsets_expired", offsets=expired_total, groups_removed=removed_groups)
+        return expired_total, removed_groups
+
+    def _expired_offsets(self, group: GroupMetadata, wall_ms: int) -> list[tuple[str, int]]:
+        if group.protocol_type is not None and group.is_state(EMPTY):
+            since = group.state_timestamp_ms
+
+            def base(value: OffsetCommitValue) -> int:
+                return since if since >= 0 else value.commit_timestamp_ms
+
+            subscribed: set[str] = set()
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.subscribed_topics is not None and group.is_state(STABLE):
+            subscribed = group.subscribed_topics
+
+            def base(value: OffsetCommitValue) -> int:
+                return value.commit_timestamp_ms
+        elif group.protocol_type is None:
+            subscribed = set()
+
+            def base(value: OffsetCommitValue) -> int:
+                return value.commit_timestamp_ms
+        else:
+            return []
+        expired = []
+        for key, value in group.offsets.items():
+            if key[0] in subscribed or key in group.pending_offset_commits:
+                continue
+            if value.expire_timestamp_ms != -1:
+                if wall_ms >= value.expire_timestamp_ms:
+                    expired.append(key)
+            elif wall_ms - base(value) >= self.retention_ms:
+                expired.append(key)
+        return expired
