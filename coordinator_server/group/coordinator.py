@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 import structlog
 
@@ -24,18 +23,18 @@ from protocol.errors import Errors
 from . import delayed
 from .api import (
     HeartbeatInput,
-    OffsetCommitCallback,
-    OffsetCommitInput,
-    OffsetDeleteCallback,
-    OffsetDeleteInput,
-    OffsetFetchInput,
-    OffsetFetchResult,
     JoinCallback,
     JoinGroupInput,
     JoinGroupResult,
     LeaveGroupInput,
     LeaveGroupResult,
     LeaveMemberResult,
+    OffsetCommitCallback,
+    OffsetCommitInput,
+    OffsetDeleteCallback,
+    OffsetDeleteInput,
+    OffsetFetchInput,
+    OffsetFetchResult,
     PendingAppend,
     SyncCallback,
     SyncGroupInput,
@@ -43,53 +42,21 @@ from .api import (
 )
 from .group import GroupMetadata
 from .loader import GroupLoader
-from .offsets import OFFSETS_RETENTION_CHECK_INTERVAL_MS, OFFSETS_RETENTION_MS, OffsetManager
 from .member import MemberMetadata
+from .offsets import OffsetManager
 from .partitioner import partition_for
-from .records import CoordinatorRecord, GroupMetadataRecord, GroupMetadataValue, MemberRecord
+from .rebalance import RebalanceMechanics, map_group_write_error
+from .records import CoordinatorRecord
+from .settings import GroupConfig
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 
 log = structlog.get_logger("coordinator_server.group")
-
-# Kafka's NewMemberJoinTimeoutMs: a new member whose JoinGroup stays parked this long is dropped.
-NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
-
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3000
-    group_max_size: int = 2_147_483_647
-    new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_ms: int = OFFSETS_RETENTION_MS
-    offsets_retention_check_interval_ms: int = OFFSETS_RETENTION_CHECK_INTERVAL_MS
-
 
 def default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-# Write errors of the group metadata append, as SyncGroup reports them (Scala GroupCoordinator).
-_SYNC_WRITE_ERRORS = {
-    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
-    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
-    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,  # the new coordinator's mapping (§9)
-    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
-    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
-    Errors.INVALID_FETCH_SIZE: Errors.UNKNOWN_SERVER_ERROR,
-}
-
-
-def map_group_write_error(error: Errors) -> Errors:
-    return _SYNC_WRITE_ERRORS.get(error, error)
-
-
-class GroupCoordinator:
+class GroupCoordinator(RebalanceMechanics):
     def __init__(
         self,
         config: GroupConfig,
@@ -380,17 +347,6 @@ class GroupCoordinator:
         else:
             respond(JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, member_id=member_id))
 
-    def _current_join_result(self, group: GroupMetadata, member_id: str, include_members: bool) -> JoinGroupResult:
-        return JoinGroupResult(
-            Errors.NONE,
-            generation_id=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader=group.leader_id or "",
-            member_id=member_id,
-            members=group.current_member_metadata() if include_members else [],
-        )
-
     def _add_member_and_rebalance(
         self, group: GroupMetadata, member_id: str, inp: JoinGroupInput, respond: JoinCallback
     ) -> None:
@@ -508,78 +464,6 @@ class GroupCoordinator:
 
         self._store_group(group, assignment, on_stored)
 
-    # -- the rebalance -------------------------------------------------------------------------------
-
-    def _can_rebalance(self, group: GroupMetadata) -> bool:
-        return group.state in (STABLE, COMPLETING_REBALANCE, EMPTY)
-
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
-        if self._can_rebalance(group):
-            self._prepare_rebalance(group, reason)
-
-    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
-        if group.is_state(COMPLETING_REBALANCE):
-            # Members parked in SyncGroup must rejoin: their assignment belongs to a dead generation.
-            self._reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS)
-        self._remove_sync_expiration(group)
-        was_empty = group.is_state(EMPTY)
-        rebalance_timeout_ms = group.rebalance_timeout_ms()
-        operation: delayed.DelayedJoin
-        if was_empty:
-            delay = self.config.initial_rebalance_delay_ms
-            operation = delayed.InitialDelayedJoin(
-                self, self.rebalance_purgatory, group, delay, delay, max(rebalance_timeout_ms - delay, 0)
-            )
-        else:
-            operation = delayed.DelayedJoin(self, group, rebalance_timeout_ms)
-        group.transition_to(PREPARING_REBALANCE, self.wall_ms)
-        log.info("preparing_rebalance", group_id=group.group_id, generation=group.generation_id,
-                 reason=reason, members=group.size())
-        self.rebalance_purgatory.try_complete_else_watch(operation, (delayed.join_key(group.group_id),), self.now_ms)
-
-    def try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool:
-        if group.has_all_members_joined():
-            return force_complete()
-        return False
-
-    def on_expire_join(self, group: GroupMetadata) -> None:
-        log.info("rebalance_timeout", group_id=group.group_id, generation=group.generation_id)
-
-    def on_complete_join(self, group: GroupMetadata) -> None:
-        for member in group.not_yet_rejoined_members():
-            if member.is_static:
-                continue  # static members are kept: they may come back with the same instance id
-            log.info("member_removed", group_id=group.group_id, member_id=member.member_id,
-                     reason="did not rejoin before the rebalance timeout")
-            group.remove(member.member_id)
-            self._remove_heartbeat_for_leaving_member(group, member.member_id)
-        if group.is_state(DEAD):
-            return
-        if not group.maybe_elect_new_joined_leader() and group.members:
-            # Only static members that did not rejoin remain: wait another round for them (or their
-            # session timeouts) rather than completing a generation with nobody to answer.
-            log.warning("no_member_rejoined", group_id=group.group_id)
-            self.rebalance_purgatory.try_complete_else_watch(
-                delayed.DelayedJoin(self, group, group.rebalance_timeout_ms()),
-                (delayed.join_key(group.group_id),),
-                self.now_ms,
-            )
-            return
-        group.init_next_generation(self.wall_ms)
-        if group.is_state(EMPTY):
-            log.info("group_empty", group_id=group.group_id, generation=group.generation_id)
-            self._store_group(group, {}, lambda error: None)
-            return
-        log.info("join_completed", group_id=group.group_id, generation=group.generation_id,
-                 protocol=group.protocol_name, leader=group.leader_id, members=group.size())
-        for member in list(group.members.values()):
-            result = self._current_join_result(group, member.member_id, include_members=group.is_leader(member.member_id))
-            group.maybe_invoke_join_callback(member, result)
-            self.complete_and_schedule_next_heartbeat(group, member)
-            member.is_new = False
-            group.pending_sync_members.add(member.member_id)
-        self._schedule_pending_sync(group)
-
     # -- SyncGroup (§2.3) ----------------------------------------------------------------------------
 
     def handle_sync_group(self, inp: SyncGroupInput, now_ms: int, respond: SyncCallback) -> None:
@@ -656,61 +540,6 @@ class GroupCoordinator:
 
         self._store_group(group, assignment, on_stored)
 
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: Errors) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-        self._propagate_assignment(group, error)
-
-    def _propagate_assignment(self, group: GroupMetadata, error: Errors) -> None:
-        ok = error is Errors.NONE
-        for member in list(group.members.values()):
-            result = SyncGroupResult(
-                error,
-                group.protocol_type if ok else None,
-                group.protocol_name if ok else None,
-                member.assignment if ok else b"",
-            )
-            if group.maybe_invoke_sync_callback(member, result):
-                # A session that ran out while the member waited was ignored; start a fresh one now.
-                self.complete_and_schedule_next_heartbeat(group, member)
-
-    def _schedule_pending_sync(self, group: GroupMetadata) -> None:
-        self.rebalance_purgatory.try_complete_else_watch(
-            delayed.DelayedSync(self, group, group.generation_id, group.rebalance_timeout_ms()),
-            (delayed.sync_key(group.group_id),),
-            self.now_ms,
-        )
-
-    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
-        group.pending_sync_members.discard(member_id)
-        self.rebalance_purgatory.check_and_complete(delayed.sync_key(group.group_id))
-
-    def _remove_sync_expiration(self, group: GroupMetadata) -> None:
-        group.pending_sync_members.clear()
-        self.rebalance_purgatory.check_and_complete(delayed.sync_key(group.group_id))
-
-    def try_complete_pending_sync(
-        self, group: GroupMetadata, generation_id: int, force_complete: Callable[[], bool]
-    ) -> bool:
-        if generation_id != group.generation_id or group.state in (DEAD, EMPTY, PREPARING_REBALANCE):
-            return force_complete()
-        if not group.pending_sync_members:
-            return force_complete()
-        return False
-
-    def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None:
-        if generation_id != group.generation_id or group.state not in (COMPLETING_REBALANCE, STABLE):
-            return
-        if not group.pending_sync_members:
-            return
-        laggards = sorted(group.pending_sync_members)
-        for member_id in laggards:
-            log.info("member_removed", group_id=group.group_id, member_id=member_id,
-                     reason="no SyncGroup before the rebalance timeout")
-            group.remove(member_id)
-            self._remove_heartbeat_for_leaving_member(group, member_id)
-        self._prepare_rebalance(group, f"pending sync expired for {laggards}")
-
     # -- Heartbeat (§2.4) ----------------------------------------------------------------------------
 
     def handle_heartbeat(self, inp: HeartbeatInput, now_ms: int) -> Errors:
@@ -736,50 +565,6 @@ class GroupCoordinator:
         if state is PREPARING_REBALANCE:
             return Errors.REBALANCE_IN_PROGRESS
         return Errors.NONE
-
-    def complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
-        self._complete_and_schedule_next_expiration(group, member, member.session_timeout_ms)
-
-    def _complete_and_schedule_next_expiration(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
-        key = delayed.member_key(group.group_id, member.member_id)
-        member.heartbeat_satisfied = True
-        self.heartbeat_purgatory.check_and_complete(key)
-        member.heartbeat_satisfied = False
-        self.heartbeat_purgatory.try_complete_else_watch(
-            delayed.DelayedHeartbeat(self, group, member.member_id, False, timeout_ms), (key,), self.now_ms
-        )
-
-    def _remove_heartbeat_for_leaving_member(self, group: GroupMetadata, member_id: str) -> None:
-        self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member_id))
-
-    def try_complete_heartbeat(
-        self, group: GroupMetadata, member_id: str, is_pending: bool, force_complete: Callable[[], bool]
-    ) -> bool:
-        if group.is_state(DEAD):
-            return force_complete()
-        if is_pending:
-            # Done once the pending member has joined (or is gone).
-            if group.has(member_id) or not group.is_pending_member(member_id):
-                return force_complete()
-            return False
-        member = group.members.get(member_id)
-        if member is None or member.has_satisfied_heartbeat():
-            return force_complete()
-        return False
-
-    def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool) -> None:
-        if group.is_state(DEAD):
-            return
-        if is_pending:
-            if group.is_pending_member(member_id):
-                log.info("pending_member_expired", group_id=group.group_id, member_id=member_id)
-                self._remove_pending_member_and_update_group(group, member_id)
-            return
-        member = group.members.get(member_id)
-        if member is None or member.has_satisfied_heartbeat():
-            return
-        reason = "new member join timeout" if member.is_new else "session timeout"
-        self._remove_member(group, member, reason)
 
     # -- LeaveGroup (§2.5) ---------------------------------------------------------------------------
 
@@ -822,65 +607,6 @@ class GroupCoordinator:
             return error
         self._remove_member(group, group.get(member_id), reason)
         return Errors.NONE
-
-    # -- removing members ----------------------------------------------------------------------------
-
-    def _remove_member(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
-        log.info("member_removed", group_id=group.group_id, member_id=member.member_id,
-                 generation=group.generation_id, reason=reason)
-        # Its parked JoinGroup learns it is out and rejoins from scratch if it is still alive.
-        group.maybe_invoke_join_callback(member, JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, member_id=""))
-        # A parked SyncGroup would otherwise hold its connection: the member is no longer in the group.
-        group.maybe_invoke_sync_callback(member, SyncGroupResult(Errors.UNKNOWN_MEMBER_ID))
-        group.remove(member.member_id)
-        self._remove_heartbeat_for_leaving_member(group, member.member_id)
-        if group.state in (STABLE, COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
-        elif group.is_state(PREPARING_REBALANCE):
-            self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
-
-    def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str) -> None:
-        group.pending_members.discard(member_id)
-        if group.is_state(PREPARING_REBALANCE):
-            self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
-
-    # -- persistence ---------------------------------------------------------------------------------
-
-    def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes], on_done: Callable[[Errors], None]) -> None:
-        record = GroupMetadataRecord(group.group_id, self.group_metadata_value(group, assignment))
-        self.emit_append(group.group_id, (record,), on_done)
-
-    def emit_append(
-        self, group_id: str, records: tuple[CoordinatorRecord, ...], on_done: Callable[[Errors], None]
-    ) -> None:
-        """Hand records to the shell to make durable; on_done runs with the write's outcome."""
-
-        def on_complete(error: Errors, now_ms: int) -> None:
-            self._tick(now_ms)
-            if error is not Errors.NONE:
-                log.warning("coordinator_write_failed", group_id=group_id, error=error.name, records=len(records))
-            on_done(error)
-
-        self._appends.append(PendingAppend(group_id, self.partition_for(group_id), records, on_complete))
-
-    def group_metadata_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> GroupMetadataValue:
-        protocol = group.protocol_name
-        members = tuple(
-            MemberRecord(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                m.session_timeout_ms, m.metadata(protocol) if protocol is not None else b"",
-                assignment.get(m.member_id, b""),
-            )
-            for m in group.members.values()
-        ) if protocol is not None else ()
-        return GroupMetadataValue(
-            protocol_type=group.protocol_type or "",
-            generation=group.generation_id,
-            protocol=protocol,
-            leader=group.leader_id if protocol is not None else None,
-            current_state_timestamp_ms=group.state_timestamp_ms,
-            members=members,
-        )
 
 
 class _OffsetsCleanup(TimerTask):

@@ -1,0 +1,297 @@
+"""The mechanics under the request handlers: entering and completing join phases, the pending-sync
+deadline, session liveness, removing members, and handing records to the shell (seeds 000, 002, 003;
+kafka-semantics.md §3.8-§3.10, §5.6).
+
+`GroupCoordinator` (coordinator.py) builds on this class; the delayed operations in delayed.py call back
+into it. Every callback re-checks the group, because a timer set for one generation may fire in another.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+
+from coordinator_server.purgatory import DelayedOperationPurgatory
+from protocol.errors import Errors
+
+from . import delayed
+from .api import JoinGroupResult, PendingAppend, SyncGroupResult
+from .group import GroupMetadata
+from .member import MemberMetadata
+from .records import CoordinatorRecord, GroupMetadataRecord, GroupMetadataValue, MemberRecord
+from .settings import GroupConfig
+from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+
+log = structlog.get_logger("coordinator_server.group")
+
+# Write errors of the group metadata append, as SyncGroup reports them (Scala GroupCoordinator).
+_SYNC_WRITE_ERRORS = {
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,  # the new coordinator's mapping (§9)
+    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+    Errors.INVALID_FETCH_SIZE: Errors.UNKNOWN_SERVER_ERROR,
+}
+
+
+def map_group_write_error(error: Errors) -> Errors:
+    return _SYNC_WRITE_ERRORS.get(error, error)
+
+
+class RebalanceMechanics:
+    # Provided by GroupCoordinator.
+    config: GroupConfig
+    groups: dict[str, GroupMetadata]
+    now_ms: int
+    heartbeat_purgatory: DelayedOperationPurgatory[delayed.DelayedHeartbeat]
+    rebalance_purgatory: DelayedOperationPurgatory[delayed.DelayedOperation]
+    _appends: list[PendingAppend]
+
+    @property
+    def wall_ms(self) -> int:
+        raise NotImplementedError
+
+    def partition_for(self, group_id: str) -> int:
+        raise NotImplementedError
+
+    def _tick(self, now_ms: int) -> None:
+        raise NotImplementedError
+
+    def _current_join_result(self, group: GroupMetadata, member_id: str, include_members: bool) -> JoinGroupResult:
+        return JoinGroupResult(
+            Errors.NONE,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            member_id=member_id,
+            members=group.current_member_metadata() if include_members else [],
+        )
+
+    def _can_rebalance(self, group: GroupMetadata) -> bool:
+        return group.state in (STABLE, COMPLETING_REBALANCE, EMPTY)
+
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if self._can_rebalance(group):
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.is_state(COMPLETING_REBALANCE):
+            # Members parked in SyncGroup must rejoin: their assignment belongs to a dead generation.
+            self._reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS)
+        self._remove_sync_expiration(group)
+        was_empty = group.is_state(EMPTY)
+        rebalance_timeout_ms = group.rebalance_timeout_ms()
+        operation: delayed.DelayedJoin
+        if was_empty:
+            delay = self.config.initial_rebalance_delay_ms
+            operation = delayed.InitialDelayedJoin(
+                self, self.rebalance_purgatory, group, delay, delay, max(rebalance_timeout_ms - delay, 0)
+            )
+        else:
+            operation = delayed.DelayedJoin(self, group, rebalance_timeout_ms)
+        group.transition_to(PREPARING_REBALANCE, self.wall_ms)
+        log.info("preparing_rebalance", group_id=group.group_id, generation=group.generation_id,
+                 reason=reason, members=group.size())
+        self.rebalance_purgatory.try_complete_else_watch(operation, (delayed.join_key(group.group_id),), self.now_ms)
+
+    def try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool:
+        if group.has_all_members_joined():
+            return force_complete()
+        return False
+
+    def on_expire_join(self, group: GroupMetadata) -> None:
+        log.info("rebalance_timeout", group_id=group.group_id, generation=group.generation_id)
+
+    def on_complete_join(self, group: GroupMetadata) -> None:
+        for member in group.not_yet_rejoined_members():
+            if member.is_static:
+                continue  # static members are kept: they may come back with the same instance id
+            log.info("member_removed", group_id=group.group_id, member_id=member.member_id,
+                     reason="did not rejoin before the rebalance timeout")
+            group.remove(member.member_id)
+            self._remove_heartbeat_for_leaving_member(group, member.member_id)
+        if group.is_state(DEAD):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Only static members that did not rejoin remain: wait another round for them (or their
+            # session timeouts) rather than completing a generation with nobody to answer.
+            log.warning("no_member_rejoined", group_id=group.group_id)
+            self.rebalance_purgatory.try_complete_else_watch(
+                delayed.DelayedJoin(self, group, group.rebalance_timeout_ms()),
+                (delayed.join_key(group.group_id),),
+                self.now_ms,
+            )
+            return
+        group.init_next_generation(self.wall_ms)
+        if group.is_state(EMPTY):
+            log.info("group_empty", group_id=group.group_id, generation=group.generation_id)
+            self._store_group(group, {}, lambda error: None)
+            return
+        log.info("join_completed", group_id=group.group_id, generation=group.generation_id,
+                 protocol=group.protocol_name, leader=group.leader_id, members=group.size())
+        for member in list(group.members.values()):
+            result = self._current_join_result(group, member.member_id, include_members=group.is_leader(member.member_id))
+            group.maybe_invoke_join_callback(member, result)
+            self.complete_and_schedule_next_heartbeat(group, member)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        self._schedule_pending_sync(group)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: Errors) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: Errors) -> None:
+        ok = error is Errors.NONE
+        for member in list(group.members.values()):
+            result = SyncGroupResult(
+                error,
+                group.protocol_type if ok else None,
+                group.protocol_name if ok else None,
+                member.assignment if ok else b"",
+            )
+            if group.maybe_invoke_sync_callback(member, result):
+                # A session that ran out while the member waited was ignored; start a fresh one now.
+                self.complete_and_schedule_next_heartbeat(group, member)
+
+    def _schedule_pending_sync(self, group: GroupMetadata) -> None:
+        self.rebalance_purgatory.try_complete_else_watch(
+            delayed.DelayedSync(self, group, group.generation_id, group.rebalance_timeout_ms()),
+            (delayed.sync_key(group.group_id),),
+            self.now_ms,
+        )
+
+    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        self.rebalance_purgatory.check_and_complete(delayed.sync_key(group.group_id))
+
+    def _remove_sync_expiration(self, group: GroupMetadata) -> None:
+        group.pending_sync_members.clear()
+        self.rebalance_purgatory.check_and_complete(delayed.sync_key(group.group_id))
+
+    def try_complete_pending_sync(
+        self, group: GroupMetadata, generation_id: int, force_complete: Callable[[], bool]
+    ) -> bool:
+        if generation_id != group.generation_id or group.state in (DEAD, EMPTY, PREPARING_REBALANCE):
+            return force_complete()
+        if not group.pending_sync_members:
+            return force_complete()
+        return False
+
+    def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None:
+        if generation_id != group.generation_id or group.state not in (COMPLETING_REBALANCE, STABLE):
+            return
+        if not group.pending_sync_members:
+            return
+        laggards = sorted(group.pending_sync_members)
+        for member_id in laggards:
+            log.info("member_removed", group_id=group.group_id, member_id=member_id,
+                     reason="no SyncGroup before the rebalance timeout")
+            group.remove(member_id)
+            self._remove_heartbeat_for_leaving_member(group, member_id)
+        self._prepare_rebalance(group, f"pending sync expired for {laggards}")
+
+    def complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        self._complete_and_schedule_next_expiration(group, member, member.session_timeout_ms)
+
+    def _complete_and_schedule_next_expiration(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
+        key = delayed.member_key(group.group_id, member.member_id)
+        member.heartbeat_satisfied = True
+        self.heartbeat_purgatory.check_and_complete(key)
+        member.heartbeat_satisfied = False
+        self.heartbeat_purgatory.try_complete_else_watch(
+            delayed.DelayedHeartbeat(self, group, member.member_id, False, timeout_ms), (key,), self.now_ms
+        )
+
+    def _remove_heartbeat_for_leaving_member(self, group: GroupMetadata, member_id: str) -> None:
+        self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member_id))
+
+    def try_complete_heartbeat(
+        self, group: GroupMetadata, member_id: str, is_pending: bool, force_complete: Callable[[], bool]
+    ) -> bool:
+        if group.is_state(DEAD):
+            return force_complete()
+        if is_pending:
+            # Done once the pending member has joined (or is gone).
+            if group.has(member_id) or not group.is_pending_member(member_id):
+                return force_complete()
+            return False
+        member = group.members.get(member_id)
+        if member is None or member.has_satisfied_heartbeat():
+            return force_complete()
+        return False
+
+    def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool) -> None:
+        if group.is_state(DEAD):
+            return
+        if is_pending:
+            if group.is_pending_member(member_id):
+                log.info("pending_member_expired", group_id=group.group_id, member_id=member_id)
+                self._remove_pending_member_and_update_group(group, member_id)
+            return
+        member = group.members.get(member_id)
+        if member is None or member.has_satisfied_heartbeat():
+            return
+        reason = "new member join timeout" if member.is_new else "session timeout"
+        self._remove_member(group, member, reason)
+
+    def _remove_member(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
+        log.info("member_removed", group_id=group.group_id, member_id=member.member_id,
+                 generation=group.generation_id, reason=reason)
+        # Its parked JoinGroup learns it is out and rejoins from scratch if it is still alive.
+        group.maybe_invoke_join_callback(member, JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, member_id=""))
+        # A parked SyncGroup would otherwise hold its connection: the member is no longer in the group.
+        group.maybe_invoke_sync_callback(member, SyncGroupResult(Errors.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        self._remove_heartbeat_for_leaving_member(group, member.member_id)
+        if group.state in (STABLE, COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
+        elif group.is_state(PREPARING_REBALANCE):
+            self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
+
+    def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_members.discard(member_id)
+        if group.is_state(PREPARING_REBALANCE):
+            self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
+
+    def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes], on_done: Callable[[Errors], None]) -> None:
+        record = GroupMetadataRecord(group.group_id, self.group_metadata_value(group, assignment))
+        self.emit_append(group.group_id, (record,), on_done)
+
+    def emit_append(
+        self, group_id: str, records: tuple[CoordinatorRecord, ...], on_done: Callable[[Errors], None]
+    ) -> None:
+        """Hand records to the shell to make durable; on_done runs with the write's outcome."""
+
+        def on_complete(error: Errors, now_ms: int) -> None:
+            self._tick(now_ms)
+            if error is not Errors.NONE:
+                log.warning("coordinator_write_failed", group_id=group_id, error=error.name, records=len(records))
+            on_done(error)
+
+        self._appends.append(PendingAppend(group_id, self.partition_for(group_id), records, on_complete))
+
+    def group_metadata_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> GroupMetadataValue:
+        protocol = group.protocol_name
+        members = tuple(
+            MemberRecord(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                m.session_timeout_ms, m.metadata(protocol) if protocol is not None else b"",
+                assignment.get(m.member_id, b""),
+            )
+            for m in group.members.values()
+        ) if protocol is not None else ()
+        return GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=protocol,
+            leader=group.leader_id if protocol is not None else None,
+            current_state_timestamp_ms=group.state_timestamp_ms,
+            members=members,
+        )

@@ -1,0 +1,21 @@
+"""The group coordinator's settings, with Kafka's defaults (GroupCoordinatorConfig)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .offsets import OFFSETS_RETENTION_CHECK_INTERVAL_MS, OFFSETS_RETENTION_MS
+
+# Kafka's NewMemberJoinTimeoutMs: a new member whose JoinGroup stays parked this long is dropped.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = 2_147_483_647
+    new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = OFFSETS_RETENTION_MS
+    offsets_retention_check_interval_ms: int = OFFSETS_RETENTION_CHECK_INTERVAL_MS
