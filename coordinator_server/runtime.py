@@ -19,11 +19,14 @@ import structlog
 
 from coordinator_server.config import Config
 from coordinator_server.group.api import (
+    DeletedGroup,
+    GroupDescription,
     HeartbeatInput,
     JoinGroupInput,
     JoinGroupResult,
     LeaveGroupInput,
     LeaveGroupResult,
+    ListedGroup,
     OffsetCommitInput,
     OffsetCommitResult,
     OffsetDeleteInput,
@@ -189,6 +192,18 @@ class CoordinatorRuntime:
         return await self._parked_call(
             inp.group_id or "", lambda now, reply: self.coordinator.handle_offset_delete(inp, now, reply)
         )
+
+    async def describe_groups(self, group_ids: list[str | None], api_version: int) -> list[GroupDescription]:
+        return self.coordinator.handle_describe_groups(group_ids, api_version, self._now_ms())
+
+    async def list_groups(self, states: list[str], types: list[str]) -> tuple[Errors, list[ListedGroup]]:
+        return self.coordinator.handle_list_groups(states, types, self._now_ms())
+
+    async def delete_groups(self, group_ids: list[str | None]) -> list[DeletedGroup]:
+        future: asyncio.Future[list[DeletedGroup]] = self.loop.create_future()
+        self.coordinator.handle_delete_groups(group_ids, self._now_ms(), future.set_result)
+        await self._after_core_call()
+        return await future
 
     async def _parked_call(self, group_id: str, call: Callable[[int, Callable[[T], None]], None]) -> T:
         future: asyncio.Future[T] = self.loop.create_future()

@@ -204,3 +204,43 @@ class OffsetDeleteResult:
 
 OffsetCommitCallback = Callable[[OffsetCommitResult], None]
 OffsetDeleteCallback = Callable[[OffsetDeleteResult], None]
+
+
+# -- group administration ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    error: Errors
+    state: str
+    protocol_type: str
+    protocol_data: str
+    members: tuple[MemberDescription, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str = "classic"
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedGroup:
+    group_id: str
+    error: Errors
+
+
+DeleteGroupsCallback = Callable[[list[DeletedGroup]], None]

@@ -21,7 +21,10 @@ from coordinator_server.purgatory import DelayedOperationPurgatory, Timer, Timer
 from protocol.errors import Errors
 
 from . import delayed
+from .admin import GroupAdmin
 from .api import (
+    DeleteGroupsCallback,
+    GroupDescription,
     HeartbeatInput,
     JoinCallback,
     JoinGroupInput,
@@ -29,6 +32,7 @@ from .api import (
     LeaveGroupInput,
     LeaveGroupResult,
     LeaveMemberResult,
+    ListedGroup,
     OffsetCommitCallback,
     OffsetCommitInput,
     OffsetDeleteCallback,
@@ -84,6 +88,7 @@ class GroupCoordinator(RebalanceMechanics):
         self.loading_partitions: set[int] = set()
         self._appends: list[PendingAppend] = []
         self.offsets = OffsetManager(self, config.offset_metadata_max_bytes, config.offsets_retention_ms)
+        self.admin = GroupAdmin(self)
         self._cleanup = _OffsetsCleanup(self)
 
     # -- time and effects ----------------------------------------------------------------------------
@@ -189,6 +194,20 @@ class GroupCoordinator(RebalanceMechanics):
     def handle_offset_delete(self, inp: OffsetDeleteInput, now_ms: int, respond: OffsetDeleteCallback) -> None:
         self._tick(now_ms)
         self.offsets.handle_offset_delete(inp, respond)
+
+    # -- group administration (admin.py) -------------------------------------------------------------
+
+    def handle_describe_groups(self, group_ids: list[str | None], api_version: int, now_ms: int) -> list[GroupDescription]:
+        self._tick(now_ms)
+        return self.admin.describe_groups(group_ids, api_version)
+
+    def handle_list_groups(self, states: list[str], types: list[str], now_ms: int) -> tuple[Errors, list[ListedGroup]]:
+        self._tick(now_ms)
+        return self.admin.list_groups(states, types)
+
+    def handle_delete_groups(self, group_ids: list[str | None], now_ms: int, respond: DeleteGroupsCallback) -> None:
+        self._tick(now_ms)
+        self.admin.delete_groups(group_ids, respond)
 
     # -- the gate (§2.1) -----------------------------------------------------------------------------
 

@@ -1,0 +1,123 @@
+"""DescribeGroups, ListGroups and DeleteGroups (kafka-semantics.md §2.8-§2.10): what operators see of the
+groups, and the one way to remove an Empty group with its offsets."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from protocol.errors import Errors
+
+from .api import DeletedGroup, DeleteGroupsCallback, GroupDescription, ListedGroup, MemberDescription
+from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitRecord
+from .state import DEAD, EMPTY, STABLE
+
+if TYPE_CHECKING:
+    from .coordinator import GroupCoordinator
+
+log = structlog.get_logger("coordinator_server.group.admin")
+
+GROUP_TYPE_CLASSIC = "classic"
+
+
+class GroupAdmin:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+
+    def describe_groups(self, group_ids: list[str | None], api_version: int) -> list[GroupDescription]:
+        return [self._describe(group_id, api_version) for group_id in group_ids]
+
+    def _describe(self, group_id: str | None, api_version: int) -> GroupDescription:
+        error = self.coordinator.validate_group_status(group_id, allow_empty=True)
+        if error is not None:
+            return GroupDescription(group_id or "", error, "", "", "")
+        assert group_id is not None
+        group = self.coordinator.groups.get(group_id)
+        if group is None or group.is_state(DEAD):
+            if api_version >= 6:
+                return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, "", "", "")
+            return GroupDescription(group_id, Errors.NONE, str(DEAD), "", "")
+        stable = group.is_state(STABLE)
+        protocol = group.protocol_name
+        members = tuple(
+            MemberDescription(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                # Metadata and assignment only mean something for a settled generation.
+                m.metadata(protocol) if stable and protocol is not None else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        return GroupDescription(
+            group_id, Errors.NONE, str(group.state), group.protocol_type or "",
+            protocol if stable and protocol is not None else "", members,
+        )
+
+    def list_groups(self, states_filter: list[str], types_filter: list[str]) -> tuple[Errors, list[ListedGroup]]:
+        if not self.coordinator.active:
+            return Errors.COORDINATOR_NOT_AVAILABLE, []
+        states = {s.strip().lower() for s in states_filter}
+        types = {t.strip().lower() for t in types_filter}
+        if types and GROUP_TYPE_CLASSIC not in types:
+            return Errors.NONE, []  # consumer (KIP-848) and share groups do not exist here
+        listed = []
+        for group in self.coordinator.groups.values():
+            if group.is_state(DEAD):
+                continue
+            if states and str(group.state).lower() not in states:
+                continue
+            listed.append(ListedGroup(group.group_id, group.protocol_type or "", str(group.state)))
+        return Errors.NONE, listed
+
+    def delete_groups(self, group_ids: list[str | None], respond: DeleteGroupsCallback) -> None:
+        results: list[DeletedGroup] = []
+        records_by_group: list[tuple[str, tuple[CoordinatorRecord, ...]]] = []
+        seen: set[str | None] = set()
+        for group_id in group_ids:
+            if group_id in seen:
+                continue  # duplicates are removed, as the API layer does
+            seen.add(group_id)
+            error = self._delete_one(group_id, records_by_group)
+            results.append(DeletedGroup(group_id or "", error))
+        if not records_by_group:
+            respond(results)
+            return
+        # One append per group (groups live in different partitions); answer once all are written.
+        outstanding = len(records_by_group)
+        failed: dict[str, Errors] = {}
+
+        def on_written(group_id: str, error: Errors) -> None:
+            nonlocal outstanding
+            if error is not Errors.NONE:
+                failed[group_id] = _DELETE_WRITE_ERRORS.get(error, error)
+            outstanding -= 1
+            if outstanding == 0:
+                respond([DeletedGroup(r.group_id, failed.get(r.group_id, r.error)) for r in results])
+
+        for group_id, records in records_by_group:
+            self.coordinator.emit_append(group_id, records, lambda error, g=group_id: on_written(g, error))
+
+    def _delete_one(self, group_id: str | None, out: list[tuple[str, tuple[CoordinatorRecord, ...]]]) -> Errors:
+        error = self.coordinator.validate_group_status(group_id, allow_empty=True)
+        if error is not None:
+            return error
+        assert group_id is not None
+        group = self.coordinator.groups.get(group_id)
+        if group is None or group.is_state(DEAD):
+            return Errors.GROUP_ID_NOT_FOUND
+        if not group.is_state(EMPTY):
+            return Errors.NON_EMPTY_GROUP
+        records: list[CoordinatorRecord] = [OffsetCommitRecord(group_id, t, p, None) for t, p in sorted(group.offsets)]
+        records.append(GroupMetadataRecord(group_id, None))
+        group.offsets.clear()
+        group.transition_to(DEAD, self.coordinator.wall_ms)
+        del self.coordinator.groups[group_id]
+        log.info("group_deleted", group_id=group_id, offsets=len(records) - 1)
+        out.append((group_id, tuple(records)))
+        return Errors.NONE
+
+
+_DELETE_WRITE_ERRORS = {
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+}
