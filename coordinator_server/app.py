@@ -2,15 +2,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import socket
+import time
+from pathlib import Path
 
 import structlog
 
 from coordinator_server.config import Config
+from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
 from coordinator_server.net.server import CoordinatorServer
-from coordinator_server.topics.registry import TopicRegistry
+from coordinator_server.topics.store import StoreConfig, TopicStore
+from coordinator_server.topics.writer import GroupCommitWriter
 
 log = structlog.get_logger("coordinator_server")
 
@@ -36,9 +41,18 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         raise StartupError(f"cannot open the coordinator log in {config.data_dir}: {e}") from e
 
     try:
+        # Opened after the runtime, whose coordinator log holds the data directory's lock.
+        store = TopicStore.open(store_config(config), runtime.log.partitions, config.topics)
+    except Exception as e:
+        await runtime.close()
+        raise StartupError(f"cannot open the topic store in {config.data_dir}: {e}") from e
+    writer = GroupCommitWriter(config.fsync)
+    retention: asyncio.Task[None] | None = None
+
+    try:
         endpoint = BrokerEndpoint(node_id=config.node_id, host=_advertised_host(config), port=config.port)
-        topics = TopicRegistry(config.topics, config.offsets_partitions)
-        handlers = RequestHandlers(runtime, topics, endpoint, config.cluster_id)
+        data = DataHandlers(store, writer, runtime, config.node_id)
+        handlers = RequestHandlers(runtime, store, endpoint, config.cluster_id, data, config.auto_create_topics)
         server = CoordinatorServer(handlers, config.socket_request_max_bytes)
         try:
             host, port = await server.start(config.host, config.port)
@@ -47,6 +61,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         endpoint.port = port  # what Metadata and FindCoordinator advertise, also for --port 0
 
         loop = asyncio.get_running_loop()
+        retention = loop.create_task(_retention_loop(store, config.retention_check_interval_ms), name="retention")
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         log.info("listening", host=host, port=port, advertised_host=endpoint.host, node_id=config.node_id,
@@ -60,12 +75,46 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         server.stop_accepting()
         await server.drain(DRAIN_GRACE_S)
     except BaseException:
+        await _close_store(store, writer, retention)
         await runtime.close()
         raise
     # Answers parked requests with NOT_COORDINATOR, then flushes and fsyncs the log.
     await runtime.close()
     await server.close(CLOSE_TIMEOUT_S)
+    await _close_store(store, writer, retention)
     log.info("stopped")
+
+
+def store_config(config: Config) -> StoreConfig:
+    return StoreConfig(
+        data_dir=Path(config.data_dir),
+        default_partitions=config.default_partitions,
+        segment_bytes=config.segment_bytes,
+        retention_ms=config.retention_ms,
+        retention_bytes=config.retention_bytes,
+        max_message_bytes=config.max_message_bytes,
+    )
+
+
+async def _retention_loop(store: TopicStore, interval_ms: int) -> None:
+    """Kafka's log retention check: off the request path, every log.retention.check.interval.ms."""
+    while True:
+        await asyncio.sleep(interval_ms / 1000)
+        try:
+            store.apply_retention(int(time.time() * 1000))
+        except OSError as e:
+            log.error("retention_failed", error=str(e))
+
+
+async def _close_store(store: TopicStore, writer: GroupCommitWriter, retention: asyncio.Task[None] | None) -> None:
+    if retention is not None:
+        retention.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await retention
+    try:
+        await writer.close(store.partitions())
+    finally:
+        store.close()
 
 
 def _advertised_host(config: Config) -> str:

@@ -61,6 +61,14 @@ class Config:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 10080
     cluster_id: str = "coordinator-server-cluster"
+    # The topic store (data plane); defaults are Kafka's broker defaults.
+    auto_create_topics: bool = True  # auto.create.topics.enable
+    default_partitions: int = 1  # num.partitions
+    retention_ms: int = 604_800_000  # log.retention.ms (-1: keep forever)
+    retention_bytes: int = -1  # log.retention.bytes (-1: unlimited)
+    segment_bytes: int = 1_073_741_824  # log.segment.bytes
+    max_message_bytes: int = 1_048_588  # message.max.bytes
+    retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
 
     @property
     def advertised(self) -> str:
@@ -91,6 +99,29 @@ def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _minus_one_or_more(text: str) -> int:
+    value = int(text)
+    if value < -1:
+        raise argparse.ArgumentTypeError("must be -1 (unlimited) or >= 0")
+    return value
+
+
+def _segment_bytes(text: str) -> int:
+    value = int(text)
+    if value < 14:  # Kafka's minimum: LegacyRecord.RECORD_OVERHEAD_V0
+        raise argparse.ArgumentTypeError("must be >= 14")
     return value
 
 
@@ -132,8 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = Config()
     for flag, attr, typ, help_text in _OPTIONS:
         env = "COORDINATOR_" + attr.upper()
+        # A boolean flag also works bare (`--auto-create-topics` means true).
+        extra: dict[str, object] = {"nargs": "?", "const": True} if typ is _bool else {}
         parser.add_argument(flag, dest=attr, type=typ, default=None,  # type: ignore[arg-type]
-                            help=f"{help_text} (env {env}, default {getattr(defaults, attr)})")
+                            help=f"{help_text} (env {env}, default {getattr(defaults, attr)})",
+                            **extra)  # type: ignore[arg-type]
     parser.add_argument("--topic", dest="topics", action="append", type=parse_topic, default=None,
                         help="NAME:PARTITIONS, repeatable (env COORDINATOR_TOPIC, comma-separated)")
     return parser

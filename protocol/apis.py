@@ -9,15 +9,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -28,6 +42,12 @@ from kafka.protocol.metadata import (
     FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
 )
 
 
@@ -78,6 +98,16 @@ API_TABLE: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.LeaveGroup, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
     ApiSpec(ApiKey.SyncGroup, SyncGroupRequest, SyncGroupResponse, 0, 5),
     ApiSpec(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 4),
+    # The data plane (coordinator_server.topics): the v2 record-batch era only. Produce and Fetch stop
+    # before v13, where topics are named by id.
+    ApiSpec(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 9),
+    ApiSpec(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 12),
+    ApiSpec(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 1, 7),
+    ApiSpec(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+    ApiSpec(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+    ApiSpec(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 2, 7),
+    ApiSpec(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
+    ApiSpec(ApiKey.CreatePartitions, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
 )
 
 

@@ -87,8 +87,9 @@ class Connection:
                     break
                 self._busy = True
                 response = await self._handle(payload)
-                self._writer.write(response)
-                await self._writer.drain()
+                if response is not None:  # None: a request answered with no response (acks=0)
+                    self._writer.write(response)
+                    await self._writer.drain()
                 self._busy = False
         except _CloseConnection:
             pass
@@ -119,7 +120,7 @@ class Connection:
             log.warning("connection_closed_mid_frame", size=size, received=len(e.partial))
             return None
 
-    async def _handle(self, payload: bytes) -> bytes:
+    async def _handle(self, payload: bytes) -> bytes | None:
         header = self._parse_header(payload)
         if header.is_unsupported_api_versions:
             log.info("unsupported_api_versions_version", api_version=header.api_version,
@@ -137,6 +138,8 @@ class Connection:
             raise _CloseConnection
         request = self._decode_body(header, payload)
         response = await self._call_handler(header, request)
+        if response is None:
+            return None
         try:
             return encode_response(response, header.correlation_id)
         except Exception:
@@ -163,7 +166,7 @@ class Connection:
                         correlation_id=header.correlation_id, error=str(e))
             raise _CloseConnection from None
 
-    async def _call_handler(self, header: ParsedHeader, request: ApiMessage) -> ApiMessage:
+    async def _call_handler(self, header: ParsedHeader, request: ApiMessage) -> ApiMessage | None:
         ctx = RequestContext(header=header, client_host=self.client_host)
         try:
             return await self._handlers.handle(request, ctx)

@@ -26,7 +26,9 @@ from coordinator_server.group.api import (
     SyncGroupInput,
     SyncGroupResult,
 )
-from coordinator_server.topics.registry import Topic, TopicRegistry, is_valid_topic_name
+from coordinator_server.net.data_handlers import DataHandlers
+from coordinator_server.topics.registry import Topic, is_valid_topic_name
+from coordinator_server.topics.store import TopicStore
 from protocol import group_messages as gm
 from protocol.apis import API_TABLE
 from protocol.errors import Errors
@@ -70,19 +72,24 @@ class RequestContext:
         return self.header.api_version
 
 
-Handler = Callable[[ApiMessage, RequestContext], Awaitable[ApiMessage]]
+# None: send no response at all (Produce with acks=0, whose client reads none).
+Handler = Callable[[ApiMessage, RequestContext], Awaitable[ApiMessage | None]]
 
 
 class RequestHandlers:
     def __init__(
         self,
         runtime: GroupRuntime,
-        topics: TopicRegistry,
+        topics: TopicStore,
         endpoint: BrokerEndpoint,
         cluster_id: str,
+        data: DataHandlers,
+        auto_create_topics: bool = True,
     ) -> None:
         self.runtime = runtime
         self.topics = topics
+        self.data = data
+        self.auto_create_topics = auto_create_topics
         self.endpoint = endpoint
         self.cluster_id = cluster_id
         self._handlers: dict[int, Handler] = {
@@ -93,13 +100,21 @@ class RequestHandlers:
             ApiKey.SyncGroup: self.handle_sync_group,
             ApiKey.Heartbeat: self.handle_heartbeat,
             ApiKey.LeaveGroup: self.handle_leave_group,
+            ApiKey.Produce: _versioned(data.handle_produce),
+            ApiKey.Fetch: _versioned(data.handle_fetch),
+            ApiKey.ListOffsets: _versioned(data.handle_list_offsets),
+            ApiKey.OffsetForLeaderEpoch: _versioned(data.handle_offset_for_leader_epoch),
+            ApiKey.InitProducerId: _versioned(data.handle_init_producer_id),
+            ApiKey.CreateTopics: _versioned(data.handle_create_topics),
+            ApiKey.DeleteTopics: _versioned(data.handle_delete_topics),
+            ApiKey.CreatePartitions: _versioned(data.handle_create_partitions),
         }
         # Advertising an api without a handler would turn every such request into a closed socket.
         missing = set(API_TABLE) - set(self._handlers)
         if missing:
             raise AssertionError(f"no handler for advertised api keys {sorted(missing)}")
 
-    async def handle(self, request: ApiMessage, ctx: RequestContext) -> ApiMessage:
+    async def handle(self, request: ApiMessage, ctx: RequestContext) -> ApiMessage | None:
         return await self._handlers[ctx.header.api_key](request, ctx)
 
     # ------------------------------------------------------------------------------- ApiVersions
@@ -121,7 +136,7 @@ class RequestHandlers:
         if all_topics:
             topics = [self._topic_metadata(t, version) for t in self.topics.all()]
         else:
-            auto_create = bool(req.allow_auto_topic_creation) if version >= 4 else True
+            auto_create = self.auto_create_topics and (bool(req.allow_auto_topic_creation) if version >= 4 else True)
             topics = self._requested_topics(req.topics, version, auto_create)
         ep = self.endpoint
         return MetadataResponse[version](
@@ -240,6 +255,13 @@ class RequestHandlers:
     async def handle_leave_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         inp = gm.leave_group_input(req, ctx.version)
         return gm.leave_group_response(await self.runtime.leave_group(inp), ctx.version)
+
+
+def _versioned(call: Callable[[ApiMessage, int], Awaitable[ApiMessage | None]]) -> Handler:
+    async def handler(req: ApiMessage, ctx: RequestContext) -> ApiMessage | None:
+        return await call(req, ctx.version)
+
+    return handler
 
 
 def _coordinator_error(key_type: int, version: int) -> Errors:

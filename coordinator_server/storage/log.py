@@ -23,18 +23,27 @@ gap, and BaseOffset is not covered by the CRC, so a gap means a damaged header);
 segment may start past the end of the previous one, so an operator who moved a damaged segment aside can
 still start.
 
+The same machinery serves the topic store (`coordinator_server.topics`): `open_dir` opens any
+`<data_dir>/<topic>-<partition>/`, `append_batches` writes client batches as they came (only BaseOffset
+and PartitionLeaderEpoch, both outside the CRC, are rewritten), and recovery of such a log is *shallow*:
+header, length, CRC and offsets of every batch, without decoding (or decompressing) its records. Every
+segment keeps an in-memory index of its batches (last offset, position, max timestamp), rebuilt by
+recovery, which fetch, list-offsets and retention use instead of Kafka's .index/.timeindex files.
+
 System calls that decide durability go through `FileIO`, a seam tests use to count fsyncs and inject
 write errors. No clocks here: the caller passes each batch's timestamp.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import struct
 import sys
 import warnings
+from array import array
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -61,6 +70,8 @@ _LOG_OVERHEAD = 12  # BaseOffset int64 + Length int32: the bytes not counted by 
 _MIN_LENGTH = HEADER_SIZE - _LOG_OVERHEAD
 _MAGIC_POS = 16  # BaseOffset(8) Length(4) PartitionLeaderEpoch(4)
 _BASE_OFFSET = struct.Struct(">q")
+_LEADER_EPOCH = struct.Struct(">i")
+_LEADER_EPOCH_POS = 12
 _NO_PRODUCER = -1
 
 
@@ -88,11 +99,52 @@ class LogRecord(NamedTuple):
     value: bytes | None
 
 
+class BatchInfo(NamedTuple):
+    """What a v2 batch header says, plus where the batch sits; enough for idempotence and indexing."""
+
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    position: int
+    size: int
+
+    @classmethod
+    def parse(cls, buf: bytes | bytearray | memoryview, position: int = 0) -> BatchInfo:
+        """The header at the start of `buf`; `position` is where the batch sits in its segment."""
+        (base, length, _epoch, _magic, _crc, _attrs, last_delta, _first_ts, max_ts, pid, p_epoch, base_seq,
+         _count) = _HEADER.unpack_from(buf, 0)
+        return cls(base, base + last_delta, max_ts, pid, p_epoch, base_seq, position, _LOG_OVERHEAD + length)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return -1
+        # Sequences wrap at Int32.MAX_VALUE (Kafka's DefaultRecordBatch.incrementSequence).
+        return (self.base_sequence + self.last_offset - self.base_offset) % (1 << 31)
+
+
 @dataclass
 class _Segment:
     base_offset: int
     path: Path
     size: int
+    # One entry per batch, in file order: the index fetch and list-offsets search with bisect.
+    last_offsets: array[int] = field(default_factory=lambda: array("q"))
+    positions: array[int] = field(default_factory=lambda: array("q"))
+    max_timestamps: array[int] = field(default_factory=lambda: array("q"))
+    created_ms: int = 0  # file mtime at open, or when created: retention's age for an empty segment
+
+    def index(self, info: BatchInfo, position: int) -> None:
+        self.last_offsets.append(info.last_offset)
+        self.positions.append(position)
+        self.max_timestamps.append(info.max_timestamp)
+
+    @property
+    def largest_timestamp(self) -> int:
+        return max(self.max_timestamps, default=-1)
 
 
 class _BadBatch(Exception):
@@ -160,8 +212,8 @@ def batch_records(batch: DefaultRecordBatch) -> list[LogRecord]:
     return out
 
 
-def _read_batch(f: BinaryIO, pos: int, file_size: int, expected_offset: int) -> tuple[int, int]:
-    """(size, record count) of the good batch at `pos`; raises _BadBatch when there is none."""
+def _read_batch(f: BinaryIO, pos: int, file_size: int, expected_offset: int, deep: bool = True) -> BatchInfo:
+    """The good batch at `pos`; raises _BadBatch when there is none. `deep` also decodes its records."""
     if file_size - pos < HEADER_SIZE:
         raise _BadBatch(f"{file_size - pos} bytes left, less than a batch header")
     f.seek(pos)
@@ -175,8 +227,10 @@ def _read_batch(f: BinaryIO, pos: int, file_size: int, expected_offset: int) -> 
     if pos + _LOG_OVERHEAD + length > file_size:
         raise _BadBatch(f"batch of {_LOG_OVERHEAD + length} bytes runs past the end of the file")
     buf = header + f.read(_LOG_OVERHEAD + length - HEADER_SIZE)
-    records = batch_records(check_batch(buf, expected_offset))
-    return len(buf), len(records)
+    batch = check_batch(buf, expected_offset)
+    if deep:
+        batch_records(batch)
+    return BatchInfo.parse(buf, pos)
 
 
 def _valid_batch_after(f: BinaryIO, start: int, file_size: int) -> int | None:
@@ -203,6 +257,31 @@ def _valid_batch_after(f: BinaryIO, start: int, file_size: int) -> int | None:
     return None
 
 
+@dataclass
+class SyncPlan:
+    """fsyncs taken from a PartitionLog by `take_sync_plan`, to run in an I/O thread. Runs once."""
+
+    file_io: FileIO
+    rolled_fds: list[int]  # fsynced, then closed
+    active_fd: int  # a dup: fsynced, then closed
+    dirs: list[Path]
+
+    def run(self) -> None:
+        try:
+            for fd in self.rolled_fds:
+                self.file_io.fsync(fd)
+            self.file_io.fsync(self.active_fd)
+            for d in self.dirs:
+                dfd = os.open(d, os.O_RDONLY)
+                try:
+                    self.file_io.fsync(dfd)
+                finally:
+                    os.close(dfd)
+        finally:
+            for fd in [*self.rolled_fds, self.active_fd]:
+                os.close(fd)
+
+
 class PartitionLog:
     """The segments of one `__consumer_offsets` partition; synchronous, plain file I/O, one writer."""
 
@@ -226,11 +305,17 @@ class PartitionLog:
     def open(cls, directory: Path, partition: int, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
              file_io: FileIO | None = None) -> PartitionLog:
         """Open (creating if needed) `<directory>/__consumer_offsets-<partition>/` and run recovery."""
-        pdir = partition_dir(Path(directory), partition)
+        return cls.open_dir(partition_dir(Path(directory), partition), partition, segment_bytes, file_io)
+
+    @classmethod
+    def open_dir(cls, pdir: Path, partition: int, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 file_io: FileIO | None = None, *, deep: bool = True) -> PartitionLog:
+        """Open (creating if needed) the partition directory `pdir` and run recovery; `deep=False` checks
+        batch headers and CRCs but does not decode records (client batches of a topic)."""
         created = not pdir.exists()
         pdir.mkdir(parents=True, exist_ok=True)
         segments = _list_segments(pdir)
-        next_offset = _recover(segments)  # raises CorruptLogError before changing anything
+        next_offset = _recover(segments, deep)  # raises CorruptLogError before changing anything
         self = cls(pdir, partition, segment_bytes, file_io or FileIO(), segments, next_offset)
         if not segments:
             self._create_segment(0)
@@ -259,7 +344,31 @@ class PartitionLog:
             raise OSError(self.failed.errno, f"log of partition {self.partition} failed earlier and "
                           f"could not be repaired: {self.failed}")
         base = self._next_offset
-        batch = build_batch(records, base, timestamp_ms)
+        self._write_batch(build_batch(records, base, timestamp_ms))
+        return base
+
+    def append_batches(self, batches: Sequence[bytes | bytearray]) -> list[int]:
+        """Write validated v2 batches as they are, each at the end of the log; returns their base offsets.
+
+        Only BaseOffset and PartitionLeaderEpoch (0: this node leads every partition) are rewritten;
+        both lie outside the CRC. On an OSError the batch being written is truncated away and the error
+        re-raised: the batches before it stay written (their offsets are in `next_offset`).
+        """
+        if self.failed is not None:
+            raise OSError(self.failed.errno, f"log {self.directory.name} failed earlier and could not be "
+                          f"repaired: {self.failed}")
+        bases = []
+        for raw in batches:
+            batch = bytearray(raw)
+            base = self._next_offset
+            _BASE_OFFSET.pack_into(batch, 0, base)
+            _LEADER_EPOCH.pack_into(batch, _LEADER_EPOCH_POS, 0)
+            self._write_batch(batch)
+            bases.append(base)
+        return bases
+
+    def _write_batch(self, batch: bytes | bytearray) -> None:
+        info = BatchInfo.parse(batch)
         active = self._segments[-1]
         if active.size > 0 and active.size + len(batch) > self.segment_bytes:
             self._roll()
@@ -268,13 +377,13 @@ class PartitionLog:
         try:
             written = 0
             while written < len(batch):  # pwrite may write less than asked (e.g. on a full disk)
-                written += self.file_io.pwrite(self._fd, batch[written:], start + written)
+                written += self.file_io.pwrite(self._fd, batch[written:] if written else batch, start + written)
         except OSError:
             self._truncate_after_failed_write(start)
             raise
         active.size = start + len(batch)
-        self._next_offset = base + len(records)
-        return base
+        active.index(info, start)
+        self._next_offset = info.last_offset + 1
 
     def sync(self) -> None:
         """fsync what was written: rolled-away segments, the active one, and the directory after a roll."""
@@ -315,6 +424,130 @@ class PartitionLog:
                         raise CorruptLogError(path, pos, e.reason) from e
                     pos += _LOG_OVERHEAD + length
 
+    # -- the topic store's reads (the index is in memory; see the module docstring) --
+
+    @property
+    def is_open(self) -> bool:
+        return self._fd >= 0
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def read_batches(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes:
+        """Whole batches from the one holding `offset` on, up to `max_bytes` (but at least one batch when
+        `min_one`: KIP-74), from a single segment as Kafka reads. b"" at or past the end."""
+        located = self._locate(offset)
+        if located is None:
+            return b""
+        seg, i = located
+        start = seg.positions[i]
+        end = start
+        n = len(seg.positions)
+        while i < n:
+            batch_end = seg.positions[i + 1] if i + 1 < n else seg.size
+            if batch_end - start > max_bytes and not (min_one and end == start):
+                break
+            end = batch_end
+            i += 1
+        if end == start:
+            return b""
+        with open(seg.path, "rb") as f:
+            return os.pread(f.fileno(), end - start, start)
+
+    def batch_at(self, offset: int) -> bytes | None:
+        """The one whole batch holding `offset`, or None past the end."""
+        located = self._locate(offset)
+        if located is None:
+            return None
+        seg, i = located
+        end = seg.positions[i + 1] if i + 1 < len(seg.positions) else seg.size
+        with open(seg.path, "rb") as f:
+            return os.pread(f.fileno(), end - seg.positions[i], seg.positions[i])
+
+    def first_batch_with_timestamp(self, timestamp_ms: int) -> int | None:
+        """Base offset of the first batch whose max timestamp is >= timestamp_ms (Kafka's time index
+        lookup at batch granularity), or None."""
+        for seg in self._segments:
+            if seg.largest_timestamp < timestamp_ms:
+                continue
+            for i, ts in enumerate(seg.max_timestamps):
+                if ts >= timestamp_ms:
+                    return self._batch_base(seg, i)
+        return None
+
+    def batch_infos(self) -> Iterator[BatchInfo]:
+        """Every batch header in log order, read from disk (startup: producer state is rebuilt from it)."""
+        for seg in list(self._segments):
+            with open(seg.path, "rb") as f:
+                for pos in seg.positions:
+                    yield BatchInfo.parse(os.pread(f.fileno(), HEADER_SIZE, pos), pos)
+
+    def segment_stats(self) -> list[tuple[int, int, int]]:
+        """(base offset, size in bytes, largest timestamp or the file's mtime if it has no batch) per
+        segment, oldest first: what retention decides on."""
+        return [(s.base_offset, s.size, s.largest_timestamp if len(s.positions) else s.created_ms)
+                for s in self._segments]
+
+    def delete_oldest_segments(self, count: int) -> int:
+        """Delete the `count` oldest segments, never the active one; the log start offset moves to the
+        next segment's base. Returns how many were deleted."""
+        count = min(count, len(self._segments) - 1)
+        for _ in range(max(0, count)):
+            seg = self._segments.pop(0)
+            # Kafka renames to .deleted first and deletes later; a fetch here reads synchronously on the
+            # same thread, so nothing can have the file open mid-read and a plain unlink is enough.
+            seg.path.unlink(missing_ok=True)
+            self._dirty_dirs.add(self.directory)
+        return max(0, count)
+
+    def take_sync_plan(self) -> SyncPlan:
+        """What a sync must fsync to cover every write made so far, for another thread to run while this
+        one keeps appending. The plan owns its file descriptors (a dup of the active one)."""
+        plan = SyncPlan(self.file_io, self._unsynced_fds, os.dup(self._fd), sorted(
+            self._dirty_dirs, key=lambda p: len(p.parts), reverse=True))
+        self._unsynced_fds = []
+        self._dirty_dirs = set()
+        return plan
+
+    def bytes_from(self, offset: int) -> int:
+        """How many bytes of batches a fetch at `offset` could return (0 at or past the end)."""
+        located = self._locate(offset)
+        if located is None:
+            return 0
+        seg, i = located
+        later = self._segments[self._segments.index(seg) + 1:]
+        return seg.size - seg.positions[i] + sum(s.size for s in later)
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(base offset, max timestamp) of the first batch holding the log's largest timestamp."""
+        best: tuple[int, int] | None = None
+        for seg in self._segments:
+            for i, ts in enumerate(seg.max_timestamps):
+                if best is None or ts > best[1]:
+                    best = (self._batch_base(seg, i), ts)
+        return best
+
+    def _locate(self, offset: int) -> tuple[_Segment, int] | None:
+        """(segment, batch index) of the batch holding `offset`, or the first one after it (a gap)."""
+        if offset >= self._next_offset:
+            return None
+        segs = self._segments
+        k = max(0, bisect.bisect_right([s.base_offset for s in segs], offset) - 1)
+        for seg in segs[k:]:
+            i = bisect.bisect_left(seg.last_offsets, offset)
+            if i < len(seg.last_offsets):
+                return seg, i
+        return None
+
+    @staticmethod
+    def _batch_base(seg: _Segment, i: int) -> int:
+        return seg.last_offsets[i - 1] + 1 if i > 0 else seg.base_offset
+
     def close(self) -> None:
         for fd in self._unsynced_fds:
             os.close(fd)
@@ -329,7 +562,7 @@ class PartitionLog:
         path = self.directory / segment_name(base_offset)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         os.close(fd)
-        self._segments.append(_Segment(base_offset, path, 0))
+        self._segments.append(_Segment(base_offset, path, 0, created_ms=path.stat().st_mtime_ns // 1_000_000))
         self._dirty_dirs.add(self.directory)
 
     def _roll(self) -> None:
@@ -353,14 +586,15 @@ def _list_segments(pdir: Path) -> list[_Segment]:
     for p in pdir.iterdir():
         m = _SEGMENT_NAME.match(p.name)
         if m:
-            segments.append(_Segment(int(m.group(1)), p, p.stat().st_size))
+            st = p.stat()
+            segments.append(_Segment(int(m.group(1)), p, st.st_size, created_ms=st.st_mtime_ns // 1_000_000))
         elif p.name.endswith(".log"):
             log.warning("log_file_ignored", file=str(p), reason="not named like a segment (%020d.log)")
     segments.sort(key=lambda s: s.base_offset)
     return segments
 
 
-def _recover(segments: list[_Segment]) -> int:
+def _recover(segments: list[_Segment], deep: bool = True) -> int:
     """Check every batch; truncate a torn tail of the last segment. Returns the log's next offset."""
     next_offset = segments[0].base_offset if segments else 0
     scans: list[_ScanResult] = []
@@ -368,7 +602,7 @@ def _recover(segments: list[_Segment]) -> int:
         if seg.base_offset < next_offset:
             raise CorruptLogError(seg.path, 0, f"segment starts at offset {seg.base_offset}, before the end "
                                   f"({next_offset}) of the previous segment")
-        scan = _scan_segment(seg, is_last=i == len(segments) - 1)
+        scan = _scan_segment(seg, is_last=i == len(segments) - 1, deep=deep)
         scans.append(scan)
         next_offset = scan.next_offset
     # Only now, with every segment checked, change anything on disk.
@@ -385,12 +619,12 @@ def _recover(segments: list[_Segment]) -> int:
     return next_offset
 
 
-def _scan_segment(seg: _Segment, is_last: bool) -> _ScanResult:
+def _scan_segment(seg: _Segment, is_last: bool, deep: bool = True) -> _ScanResult:
     pos, expected = 0, seg.base_offset
     with open(seg.path, "rb") as f:
         while pos < seg.size:
             try:
-                size, count = _read_batch(f, pos, seg.size, expected)
+                info = _read_batch(f, pos, seg.size, expected, deep)
             except _BadBatch as bad:
                 if not is_last:
                     raise CorruptLogError(seg.path, pos, f"{bad.reason} (in a segment that is not the last, "
@@ -405,6 +639,7 @@ def _scan_segment(seg: _Segment, is_last: bool) -> _ScanResult:
                     raise CorruptLogError(seg.path, pos, f"{bad.reason}, with a valid batch after it at byte "
                                           f"{valid_at}") from None
                 return _ScanResult(pos, expected, bad)
-            pos += size
-            expected += count
+            seg.index(info, pos)
+            pos += info.size
+            expected = info.last_offset + 1
     return _ScanResult(pos, expected)

@@ -1,1 +1,1 @@
-"""Topics this node reports in Metadata (an in-memory registry until the embedded topic store lands)."""
+"""The embedded topic store (data plane): topics, produce, fetch, list offsets, retention."""

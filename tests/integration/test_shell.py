@@ -32,7 +32,9 @@ from .conftest import ServerProcess
 
 pytestmark = pytest.mark.integration
 
-OUR_RANGES = {3: (0, 12), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 18: (0, 4)}
+OUR_RANGES = {3: (0, 12), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 18: (0, 4),
+              # the topic store (data plane and topic admin)
+              0: (3, 9), 1: (4, 12), 2: (1, 7), 23: (2, 4), 22: (0, 4), 19: (2, 7), 20: (1, 6), 37: (0, 3)}
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -326,11 +328,11 @@ def test_unknown_api_key_closes_connection(server: ServerProcess) -> None:
     with connect(server) as sock:
         sock.sendall(frame(raw_header(999, 0, 5, b"who", flexible=False)))
         assert_closed(sock)
-    with connect(server) as sock:  # Produce is a real api we do not serve
-        sock.sendall(frame(raw_header(0, 9, 6, b"who", flexible=True) + b"\x00" * 20))
+    with connect(server) as sock:  # DeleteRecords is a real api we do not serve
+        sock.sendall(frame(raw_header(21, 2, 6, b"who", flexible=True) + b"\x00" * 20))
         assert_closed(sock)
     server.wait_for_event("unknown_api_key", api_key=999)
-    server.wait_for_event("unknown_api_key", api_key=0)
+    server.wait_for_event("unknown_api_key", api_key=21)
     assert_serves(server)
 
 

@@ -1,0 +1,362 @@
+"""Data-plane and topic-admin handlers: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch,
+InitProducerId, CreateTopics, DeleteTopics, CreatePartitions.
+
+They translate kafka-python's decoded messages into calls on the synchronous topic store and back;
+the only asyncio here is waiting: for the group-commit fsync before acknowledging a produce, and for a
+DelayedFetch in the "Fetch" purgatory on the runtime's shared timer before answering a long poll.
+"""
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+from kafka.protocol.admin import (
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+)
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse
+from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
+
+from coordinator_server.purgatory import DelayedOperationPurgatory, Timer
+from coordinator_server.storage.errors import StorageError
+from coordinator_server.topics.delayed_fetch import DelayedFetch
+from coordinator_server.topics.errors import DataError, TopicStoreError
+from coordinator_server.topics.partition import Partition
+from coordinator_server.topics.store import TopicStore
+from coordinator_server.topics.writer import GroupCommitWriter
+
+log = structlog.get_logger("coordinator_server.net")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+_LEADER_EPOCH = 0  # this node has led every partition since it was created
+
+_PTopic = ProduceResponse.TopicProduceResponse
+_PPart = _PTopic.PartitionProduceResponse
+_FTopic = FetchResponse.FetchableTopicResponse
+_FPart = _FTopic.PartitionData
+_LTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_LPart = _LTopic.ListOffsetsPartitionResponse
+_ETopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+_EPart = _ETopic.EpochEndOffset
+
+
+class TimerHost(Protocol):
+    """The slice of the runtime a purgatory needs: the shared timing wheel and its loop timer."""
+
+    @property
+    def timer(self) -> Timer: ...
+    def now_ms(self) -> int: ...
+    def rearm_timer(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _FetchTarget:
+    topic: str
+    index: int
+    offset: int
+    max_bytes: int
+    current_leader_epoch: int
+
+
+class DataHandlers:
+    def __init__(self, store: TopicStore, writer: GroupCommitWriter, runtime: TimerHost, node_id: int) -> None:
+        self.store = store
+        self.writer = writer
+        self.runtime = runtime
+        self.node_id = node_id
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
+            "Fetch", runtime.timer)
+
+    # ----------------------------------------------------------------------------------- Produce
+
+    async def handle_produce(self, req: ApiMessage, version: int) -> ApiMessage | None:
+        acks = req.acks
+        results: list[tuple[str, list[tuple[int, DataError, int, int, str | None]]]] = []
+        touched: dict[tuple[str, int], Partition] = {}
+        for t in req.topic_data:
+            out = []
+            for pd in t.partition_data:
+                part = self.store.partition(t.name, pd.index)
+                if acks not in (0, 1, -1):
+                    out.append((pd.index, DataError.INVALID_REQUIRED_ACKS, -1, -1, None))
+                elif part is None:
+                    out.append((pd.index, DataError.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None))
+                else:
+                    r = part.append(pd.records, self.store.config.max_message_bytes)
+                    if r.error == DataError.NONE:
+                        touched[(t.name, pd.index)] = part
+                    else:
+                        log.info("produce_rejected", topic=t.name, partition=pd.index, error=r.error.name,
+                                 reason=r.message)
+                    out.append((pd.index, r.error, r.base_offset, r.log_start_offset, r.message))
+            results.append((t.name, out))
+        for key in touched:
+            self.fetch_purgatory.check_and_complete(key)
+        if touched:
+            self.runtime.rearm_timer()
+        if acks == 0:
+            return None  # Kafka sends no response at all for acks=0; the client expects none
+        failed = await self._sync(touched)
+        return ProduceResponse[version](
+            throttle_time_ms=0,
+            responses=[
+                _PTopic(name=name, partition_responses=[
+                    _PPart(index=idx, error_code=int(failed.get((name, idx), err)),
+                           base_offset=base if (name, idx) not in failed else -1,
+                           log_append_time_ms=-1, log_start_offset=start, record_errors=[],
+                           error_message=msg if (name, idx) not in failed else "fsync failed")
+                    for idx, err, base, start, msg in parts])
+                for name, parts in results
+            ],
+        )
+
+    async def _sync(self, touched: dict[tuple[str, int], Partition]) -> dict[tuple[str, int], DataError]:
+        keys = list(touched)
+        outcomes = await asyncio.gather(*(self.writer.sync(touched[k]) for k in keys), return_exceptions=True)
+        failed = {}
+        for key, outcome in zip(keys, outcomes, strict=True):
+            if isinstance(outcome, StorageError):
+                failed[key] = DataError.KAFKA_STORAGE_ERROR
+            elif isinstance(outcome, BaseException):
+                raise outcome
+        return failed
+
+    # ------------------------------------------------------------------------------------- Fetch
+
+    async def handle_fetch(self, req: ApiMessage, version: int) -> ApiMessage:
+        if version >= 7 and (req.session_id != 0 or req.session_epoch > 0):
+            # We never create fetch sessions (we answer session id 0), so any id is unknown; the
+            # client falls back to full, session-less fetches.
+            return FetchResponse[version](throttle_time_ms=0, error_code=int(DataError.FETCH_SESSION_ID_NOT_FOUND),
+                                          session_id=0, responses=[])
+        targets = [
+            _FetchTarget(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                         p.current_leader_epoch if version >= 9 else -1)
+            for t in req.topics for p in t.partitions
+        ]
+        max_bytes = max(0, req.max_bytes) if version >= 3 else 1 << 31
+        response, total, errors = self._read(targets, max_bytes, version)
+        if req.max_wait_ms > 0 and total < req.min_bytes and not errors and targets:
+            await self._wait_for_data(targets, req.max_wait_ms, req.min_bytes)
+            response, _, _ = self._read(targets, max_bytes, version)
+        return response
+
+    async def _wait_for_data(self, targets: list[_FetchTarget], max_wait_ms: int, min_bytes: int) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def available() -> int | None:
+            total = 0
+            for t in targets:
+                part = self.store.partition(t.topic, t.index)
+                if part is None or t.offset < part.log_start_offset:
+                    return None  # deleted or truncated meanwhile: answer now, with the error
+                total += min(part.log.bytes_from(t.offset), max(0, t.max_bytes))
+            return total
+
+        op = DelayedFetch(max_wait_ms, min_bytes, available, future)
+        keys: list[Hashable] = [(t.topic, t.index) for t in targets]
+        self.fetch_purgatory.try_complete_else_watch(op, keys, self.runtime.now_ms())
+        self.runtime.rearm_timer()
+        try:
+            await future
+        finally:
+            if not op.is_completed:  # the client went away: stop watching for it
+                op.force_complete()
+
+    def _read(self, targets: list[_FetchTarget], max_bytes: int, version: int) -> tuple[ApiMessage, int, bool]:
+        remaining = max_bytes
+        total = 0
+        errors = False
+        by_topic: dict[str, list[object]] = {}
+        for t in targets:
+            part = self.store.partition(t.topic, t.index)
+            error, records = DataError.NONE, b""
+            if part is None:
+                error = DataError.UNKNOWN_TOPIC_OR_PARTITION
+            elif t.current_leader_epoch > _LEADER_EPOCH:
+                error = DataError.UNKNOWN_LEADER_EPOCH
+            elif t.max_bytes < 0:
+                error = DataError.INVALID_FETCH_SIZE
+            elif not part.log_start_offset <= t.offset <= part.log_end_offset:
+                error = DataError.OFFSET_OUT_OF_RANGE
+            else:
+                # KIP-74: the first partition with data returns at least one whole batch, even past the
+                # limits, so a batch larger than the limits can never wedge a consumer.
+                records = part.read(t.offset, min(t.max_bytes, remaining), min_one=total == 0)
+                remaining -= len(records)
+                total += len(records)
+            errors = errors or error != DataError.NONE
+            hw = part.log_end_offset if part is not None else -1
+            by_topic.setdefault(t.topic, []).append(_FPart(
+                partition_index=t.index, error_code=int(error), high_watermark=hw, last_stable_offset=hw,
+                log_start_offset=part.log_start_offset if part is not None else -1,
+                aborted_transactions=None if version >= 4 else [], preferred_read_replica=-1,
+                records=records))
+        response = FetchResponse[version](
+            throttle_time_ms=0, error_code=0, session_id=0,
+            responses=[_FTopic(topic=name, partitions=parts) for name, parts in by_topic.items()],
+        )
+        return response, total, errors
+
+    # ------------------------------------------------------------------------------- ListOffsets
+
+    async def handle_list_offsets(self, req: ApiMessage, version: int) -> ApiMessage:
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                error, offset, timestamp = self._list_offset(t.name, p.partition_index, p.timestamp)
+                parts.append(_LPart(partition_index=p.partition_index, error_code=int(error), timestamp=timestamp,
+                                    offset=offset, leader_epoch=_LEADER_EPOCH if error == DataError.NONE else -1))
+            topics.append(_LTopic(name=t.name, partitions=parts))
+        return ListOffsetsResponse[version](throttle_time_ms=0, topics=topics)
+
+    def _list_offset(self, topic: str, index: int, timestamp: int) -> tuple[DataError, int, int]:
+        part = self.store.partition(topic, index)
+        if part is None:
+            return DataError.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+        if timestamp == EARLIEST_TIMESTAMP:
+            return DataError.NONE, part.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return DataError.NONE, part.log_end_offset, -1
+        found = part.offset_for_max_timestamp() if timestamp == MAX_TIMESTAMP else part.offset_for_timestamp(timestamp)
+        if found is None:
+            return DataError.NONE, -1, -1  # no record at or after that time (Kafka's answer)
+        return DataError.NONE, found[0], found[1]
+
+    # ---------------------------------------------------------------------- OffsetForLeaderEpoch
+
+    async def handle_offset_for_leader_epoch(self, req: ApiMessage, version: int) -> ApiMessage:
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                part = self.store.partition(t.topic, p.partition)
+                if part is None:
+                    parts.append(_EPart(error_code=int(DataError.UNKNOWN_TOPIC_OR_PARTITION), partition=p.partition,
+                                        leader_epoch=-1, end_offset=-1))
+                elif p.current_leader_epoch > _LEADER_EPOCH:
+                    parts.append(_EPart(error_code=int(DataError.UNKNOWN_LEADER_EPOCH), partition=p.partition,
+                                        leader_epoch=-1, end_offset=-1))
+                elif p.leader_epoch == _LEADER_EPOCH:
+                    parts.append(_EPart(error_code=0, partition=p.partition, leader_epoch=_LEADER_EPOCH,
+                                        end_offset=part.log_end_offset))
+                else:
+                    # An epoch this partition never had: Kafka's UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET.
+                    parts.append(_EPart(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1))
+            topics.append(_ETopic(topic=t.topic, partitions=parts))
+        return OffsetForLeaderEpochResponse[version](throttle_time_ms=0, topics=topics)
+
+    # ---------------------------------------------------------------------------- InitProducerId
+
+    async def handle_init_producer_id(self, req: ApiMessage, version: int) -> ApiMessage:
+        if req.transactional_id is not None:
+            # No transaction coordinator here (FindCoordinator(TRANSACTION) says the same): retriable, so
+            # kafka-python's init_transactions() keeps retrying until its max_block_ms and then raises.
+            return InitProducerIdResponse[version](throttle_time_ms=0, error_code=int(DataError.COORDINATOR_NOT_AVAILABLE),
+                                                   producer_id=-1, producer_epoch=-1)
+        # Idempotent producers always get a fresh id with epoch 0 (Kafka does the same when the
+        # transactional id is null, also for a KIP-360 epoch-bump request).
+        return InitProducerIdResponse[version](throttle_time_ms=0, error_code=0,
+                                               producer_id=self.store.next_producer_id(), producer_epoch=0)
+
+    # ------------------------------------------------------------------------------ topic admin
+
+    async def handle_create_topics(self, req: ApiMessage, version: int) -> ApiMessage:
+        counts: dict[str, int] = {}
+        for t in req.topics:
+            counts[t.name] = counts.get(t.name, 0) + 1
+        results = []
+        for t in req.topics:
+            topic_id, error, message, partitions = None, DataError.NONE, None, -1
+            try:
+                if counts[t.name] > 1:
+                    raise TopicStoreError(DataError.INVALID_REQUEST, f"topic '{t.name}' appears more than once")
+                num_partitions = self._assigned_partitions(t)
+                if t.configs:
+                    raise TopicStoreError(DataError.INVALID_CONFIG, "per-topic configs are not supported; "
+                                          "the broker-wide flags apply to every topic")
+                topic = self.store.create_topic(t.name, num_partitions, t.replication_factor,
+                                                validate_only=version >= 1 and req.validate_only)
+                topic_id, partitions = topic.topic_id, topic.partitions
+            except TopicStoreError as e:
+                error, message = e.code, e.message
+            results.append(CreateTopicsResponse.CreatableTopicResult(
+                name=t.name, topic_id=topic_id, error_code=int(error), error_message=message,
+                num_partitions=partitions, replication_factor=1 if error == DataError.NONE else -1,
+                configs=[] if error == DataError.NONE else None))
+        return CreateTopicsResponse[version](throttle_time_ms=0, topics=results)
+
+    def _assigned_partitions(self, t: ApiMessage) -> int:
+        if not t.assignments:
+            return int(t.num_partitions)
+        if t.num_partitions != -1 or t.replication_factor != -1:
+            raise TopicStoreError(DataError.INVALID_REQUEST, "both a replica assignment and a partition "
+                                  "count or replication factor were given")
+        indexes = sorted(a.partition_index for a in t.assignments)
+        if indexes != list(range(len(indexes))):
+            raise TopicStoreError(DataError.INVALID_REPLICA_ASSIGNMENT, "partitions must be 0..n-1")
+        if any(list(a.broker_ids) != [self.node_id] for a in t.assignments):
+            raise TopicStoreError(DataError.INVALID_REPLICA_ASSIGNMENT,
+                                  f"the only broker is {self.node_id}")
+        return len(indexes)
+
+    async def handle_delete_topics(self, req: ApiMessage, version: int) -> ApiMessage:
+        if version >= 6:
+            wanted = [(t.name, t.topic_id) for t in req.topics]
+        else:
+            wanted = [(name, None) for name in req.topic_names]
+        results = []
+        doomed = []
+        for name, topic_id in wanted:
+            if name is None and topic_id is not None:
+                found = self.store.get_by_id(topic_id)
+                name = found.name if found is not None else None
+            error, message = DataError.NONE, None
+            current = self.store.get(name) if name is not None else None
+            try:
+                if current is None:
+                    code = DataError.UNKNOWN_TOPIC_ID if name is None else DataError.UNKNOWN_TOPIC_OR_PARTITION
+                    raise TopicStoreError(code)
+                if current.is_internal:
+                    raise TopicStoreError(DataError.INVALID_REQUEST, "internal topics cannot be deleted")
+                topic_id = current.topic_id
+                parts, dirs = self.store.delete_topic(name)  # type: ignore[arg-type]
+                doomed += dirs
+                for p in parts:
+                    self.fetch_purgatory.check_and_complete((p.topic, p.index))
+            except TopicStoreError as e:
+                error, message = e.code, e.message
+            results.append(DeleteTopicsResponse.DeletableTopicResult(
+                name=name, topic_id=topic_id, error_code=int(error), error_message=message))
+        self.runtime.rearm_timer()
+        if doomed:
+            await asyncio.get_running_loop().run_in_executor(None, _remove_dirs, doomed)
+        return DeleteTopicsResponse[version](throttle_time_ms=0, responses=results)
+
+    async def handle_create_partitions(self, req: ApiMessage, version: int) -> ApiMessage:
+        results = []
+        for t in req.topics:
+            error, message = DataError.NONE, None
+            try:
+                if t.assignments is not None and any(list(a.broker_ids) != [self.node_id] for a in t.assignments):
+                    raise TopicStoreError(DataError.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.node_id}")
+                self.store.create_partitions(t.name, t.count, validate_only=req.validate_only)
+            except TopicStoreError as e:
+                error, message = e.code, e.message
+            results.append(CreatePartitionsResponse.CreatePartitionsTopicResult(
+                name=t.name, error_code=int(error), error_message=message))
+        return CreatePartitionsResponse[version](throttle_time_ms=0, results=results)
+
+
+def _remove_dirs(dirs: list[object]) -> None:
+    for d in dirs:
+        shutil.rmtree(str(d), ignore_errors=True)

@@ -1,0 +1,167 @@
+"""One partition of a topic: its segment log, its idempotent-producer state, and produce validation.
+
+Synchronous and clock-free. A produce is checked completely (framing, size, CRC, header sanity,
+producer sequence) before a byte is written, so an invalid batch never reaches the log; then the batch
+is written as the client sent it (compressed or not) with only its base offset rewritten. The write
+goes to the page cache on the caller's thread: offset assignment, the sequence check and the write
+must be one step (a retry arriving mid-append must see the first attempt), and a page-cache write of
+at most message.max.bytes is short. Only the fsync, which can take milliseconds, is left to the
+group-commit writer (`topics.writer`).
+"""
+from __future__ import annotations
+
+import struct
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from coordinator_server.storage.log import HEADER_SIZE, BatchInfo, FileIO, PartitionLog
+from coordinator_server.topics.errors import DataError, TopicStoreError
+from coordinator_server.topics.producer_state import NO_PRODUCER_ID, ProducerStateManager
+
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=r"(read_text|open_text|open_binary) is deprecated",
+                            category=DeprecationWarning)
+    from kafka.errors import KafkaError
+    from kafka.record.default_records import DefaultRecordBatch
+
+_LOG_OVERHEAD = 12
+_MIN_LENGTH = HEADER_SIZE - _LOG_OVERHEAD
+_MAGIC_POS = 16
+_LENGTH = struct.Struct(">i")
+_BASE_OFFSET = struct.Struct(">q")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    error: DataError = DataError.NONE
+    base_offset: int = -1
+    message: str | None = None
+    duplicate: bool = False
+    log_start_offset: int = -1
+
+
+def validate_batch(records: bytes | None, max_message_bytes: int) -> tuple[BatchInfo, bytes]:
+    """Check the records of one produce partition; returns the one batch's header and bytes.
+
+    Raises TopicStoreError with Kafka's code: INVALID_RECORD (v3+ wants exactly one batch, base offset
+    0, consistent counts, no transactional/control batch here), UNSUPPORTED_FOR_MESSAGE_FORMAT (magic
+    0/1), MESSAGE_TOO_LARGE, CORRUPT_MESSAGE (short, bad length, bad CRC).
+    """
+    if not records:
+        raise TopicStoreError(DataError.INVALID_RECORD, "produce v3+ must carry exactly one record batch")
+    if len(records) <= _MAGIC_POS:
+        raise TopicStoreError(DataError.CORRUPT_MESSAGE, f"{len(records)} bytes is too short for a batch")
+    magic = records[_MAGIC_POS]
+    if magic < 2:
+        raise TopicStoreError(DataError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                              f"message format v{magic} is not supported; use record batches (v2)")
+    if magic > 2:
+        raise TopicStoreError(DataError.CORRUPT_MESSAGE, f"unknown magic {magic}")
+    if len(records) < HEADER_SIZE:
+        raise TopicStoreError(DataError.CORRUPT_MESSAGE, f"{len(records)} bytes is too short for a batch")
+    length = _LENGTH.unpack_from(records, 8)[0]
+    size = _LOG_OVERHEAD + length
+    if length < _MIN_LENGTH or size > len(records):
+        raise TopicStoreError(DataError.CORRUPT_MESSAGE, f"batch length {length} does not fit the "
+                              f"{len(records)} bytes sent")
+    if size < len(records):
+        raise TopicStoreError(DataError.INVALID_RECORD, "produce v3+ must carry exactly one record batch")
+    if size > max_message_bytes:
+        raise TopicStoreError(DataError.MESSAGE_TOO_LARGE,
+                              f"batch of {size} bytes exceeds message.max.bytes {max_message_bytes}")
+    batch = DefaultRecordBatch(records)
+    if not batch.validate_crc():
+        raise TopicStoreError(DataError.CORRUPT_MESSAGE, "record batch CRC32C mismatch")
+    if _BASE_OFFSET.unpack_from(records, 0)[0] != 0:
+        raise TopicStoreError(DataError.INVALID_RECORD, "a produced batch must have base offset 0")
+    count = batch.records_count
+    if count < 1 or batch.last_offset_delta != count - 1:
+        raise TopicStoreError(DataError.INVALID_RECORD,
+                              f"{count} records with last offset delta {batch.last_offset_delta}")
+    if batch.is_transactional or batch.is_control_batch:
+        raise TopicStoreError(DataError.INVALID_RECORD, "transactions are not supported by this server")
+    info = BatchInfo.parse(records)
+    if info.producer_id != NO_PRODUCER_ID and (info.base_sequence < 0 or info.producer_epoch < 0):
+        raise TopicStoreError(DataError.INVALID_RECORD, "idempotent batch without a sequence or epoch")
+    return info, bytes(records)
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, log: PartitionLog) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log
+        self.producers = ProducerStateManager()
+        # Set when an fsync failed: the kernel may have dropped the pages, so no more appends until a
+        # restart re-reads what is really on disk (the same rule as the coordinator log).
+        self.failed: str | None = None
+
+    @classmethod
+    def open(cls, topic: str, index: int, pdir: Path, segment_bytes: int, file_io: FileIO | None = None
+             ) -> Partition:
+        part = cls(topic, index, PartitionLog.open_dir(pdir, index, segment_bytes, file_io, deep=False))
+        for info in part.log.batch_infos():
+            part.producers.on_appended(info, info.base_offset)
+        return part
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.next_offset
+
+    def append(self, records: bytes | None, max_message_bytes: int) -> AppendResult:
+        """Validate and append one produce partition's records (not yet durable: see the writer)."""
+        try:
+            info, batch = validate_batch(records, max_message_bytes)
+        except TopicStoreError as e:
+            return AppendResult(e.code, message=e.message, log_start_offset=self.log_start_offset)
+        if self.failed is not None:
+            return AppendResult(DataError.KAFKA_STORAGE_ERROR, message=self.failed)
+        check = self.producers.check(info)
+        if check.duplicate_of is not None:
+            return AppendResult(base_offset=check.duplicate_of, duplicate=True,
+                                log_start_offset=self.log_start_offset)
+        if check.error != DataError.NONE:
+            return AppendResult(check.error, message=check.error.message, log_start_offset=self.log_start_offset)
+        try:
+            base = self.log.append_batches([batch])[0]
+        except OSError as e:
+            return AppendResult(DataError.KAFKA_STORAGE_ERROR, message=f"append failed: {e}")
+        self.producers.on_appended(info, base)
+        return AppendResult(base_offset=base, log_start_offset=self.log_start_offset)
+
+    def read(self, offset: int, max_bytes: int, min_one: bool) -> bytes:
+        return self.log.read_batches(offset, max_bytes, min_one)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= timestamp_ms (Kafka's
+        fetchOffsetByTimestamp): the batch index finds the batch, its records give the exact one."""
+        base = self.log.first_batch_with_timestamp(timestamp_ms)
+        if base is None:
+            return None
+        return self._first_record_at_or_after(base, timestamp_ms)
+
+    def offset_for_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the log's largest timestamp (ListOffsets -3)."""
+        found = self.log.max_timestamp_offset()
+        return None if found is None else self._first_record_at_or_after(found[0], found[1])
+
+    def _first_record_at_or_after(self, base: int, timestamp_ms: int) -> tuple[int, int] | None:
+        raw = self.log.batch_at(base)
+        if raw is None:
+            return None
+        try:
+            for rec in DefaultRecordBatch(raw):
+                if rec.timestamp >= timestamp_ms:
+                    return rec.offset, rec.timestamp
+        except (KafkaError, ValueError):
+            pass  # e.g. a codec not installed here: the batch's base offset is still a valid answer
+        info = BatchInfo.parse(raw)
+        return info.base_offset, info.max_timestamp
+
+    def close(self) -> None:
+        self.log.close()
