@@ -14,8 +14,14 @@ from kafka.protocol.admin import (
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
 )
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
@@ -30,6 +36,12 @@ from kafka.protocol.consumer import (
     LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
     SyncGroupRequest,
@@ -98,6 +110,14 @@ API_TABLE: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.LeaveGroup, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
     ApiSpec(ApiKey.SyncGroup, SyncGroupRequest, SyncGroupResponse, 0, 5),
     ApiSpec(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 4),
+    # Committed offsets (OffsetCommit v10 and OffsetFetch v10 name topics by id: not served).
+    ApiSpec(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 2, 9),
+    ApiSpec(ApiKey.OffsetFetch, OffsetFetchRequest, OffsetFetchResponse, 1, 9),
+    ApiSpec(ApiKey.OffsetDelete, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+    # Group administration (DescribeGroups v6 is 4.x-only: GROUP_ID_NOT_FOUND; the core supports it).
+    ApiSpec(ApiKey.DescribeGroups, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+    ApiSpec(ApiKey.ListGroups, ListGroupsRequest, ListGroupsResponse, 0, 5),
+    ApiSpec(ApiKey.DeleteGroups, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     # The data plane (coordinator_server.topics): the v2 record-batch era only. Produce and Fetch stop
     # before v13, where topics are named by id.
     ApiSpec(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 9),

@@ -26,7 +26,9 @@ from coordinator_server.group.api import (
     SyncGroupInput,
     SyncGroupResult,
 )
+from coordinator_server.net.admin_handlers import AdminHandlers, AdminRuntime
 from coordinator_server.net.data_handlers import DataHandlers
+from coordinator_server.net.offset_handlers import OffsetHandlers, OffsetRuntime
 from coordinator_server.topics.registry import Topic, is_valid_topic_name
 from coordinator_server.topics.store import TopicStore
 from protocol import group_messages as gm
@@ -44,7 +46,7 @@ _Partition = _Topic.MetadataResponsePartition
 _Broker = MetadataResponse.MetadataResponseBroker
 
 
-class GroupRuntime(Protocol):
+class GroupRuntime(OffsetRuntime, AdminRuntime, Protocol):
     """The slice of coordinator_server.runtime.CoordinatorRuntime the handlers use."""
 
     async def join_group(self, inp: JoinGroupInput) -> JoinGroupResult: ...
@@ -92,6 +94,9 @@ class RequestHandlers:
         self.auto_create_topics = auto_create_topics
         self.endpoint = endpoint
         self.cluster_id = cluster_id
+        # Kafka's API layer answers commits to unknown topics or partitions itself.
+        offsets = OffsetHandlers(runtime, lambda topic, index: topics.partition(topic, index) is not None)
+        admin = AdminHandlers(runtime)
         self._handlers: dict[int, Handler] = {
             ApiKey.ApiVersions: self.handle_api_versions,
             ApiKey.Metadata: self.handle_metadata,
@@ -108,6 +113,12 @@ class RequestHandlers:
             ApiKey.CreateTopics: _versioned(data.handle_create_topics),
             ApiKey.DeleteTopics: _versioned(data.handle_delete_topics),
             ApiKey.CreatePartitions: _versioned(data.handle_create_partitions),
+            ApiKey.OffsetCommit: _versioned(offsets.offset_commit),
+            ApiKey.OffsetFetch: _versioned(offsets.offset_fetch),
+            ApiKey.OffsetDelete: _versioned(offsets.offset_delete),
+            ApiKey.DescribeGroups: _versioned(admin.describe_groups),
+            ApiKey.ListGroups: _versioned(admin.list_groups),
+            ApiKey.DeleteGroups: _versioned(admin.delete_groups),
         }
         # Advertising an api without a handler would turn every such request into a closed socket.
         missing = set(API_TABLE) - set(self._handlers)
