@@ -27,6 +27,7 @@ class Errors(IntEnum):
     RECORD_LIST_TOO_LARGE = 18
     NOT_ENOUGH_REPLICAS = 19
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
     ILLEGAL_GENERATION = 22
     INCONSISTENT_GROUP_PROTOCOL = 23
     INVALID_GROUP_ID = 24
@@ -37,15 +38,27 @@ class Errors(IntEnum):
     TOPIC_AUTHORIZATION_FAILED = 29
     GROUP_AUTHORIZATION_FAILED = 30
     UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
     INVALID_REQUEST = 42
+    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    UNKNOWN_LEADER_EPOCH = 75
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
+    INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
+    UNKNOWN_TOPIC_ID = 100
 
     @property
     def message(self) -> str:
@@ -57,5 +70,6 @@ class KafkaError(Exception):
     """An error that maps to one Kafka error code (the one mapping boundary is the handler)."""
 
     def __init__(self, code: Errors, message: str | None = None) -> None:
-        super().__init__(message or code.name)
+        super().__init__(message or code.message)
         self.code = code
+        self.message = message or code.message

@@ -26,10 +26,10 @@ from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 from coordinator_server.purgatory import DelayedOperationPurgatory, Timer
 from coordinator_server.storage.errors import StorageError
 from coordinator_server.topics.delayed_fetch import DelayedFetch
-from coordinator_server.topics.errors import DataError, TopicStoreError
 from coordinator_server.topics.partition import Partition
 from coordinator_server.topics.store import TopicStore
 from coordinator_server.topics.writer import GroupCommitWriter
+from protocol.errors import Errors, KafkaError
 
 log = structlog.get_logger("coordinator_server.net")
 
@@ -79,19 +79,19 @@ class DataHandlers:
 
     async def handle_produce(self, req: ApiMessage, version: int) -> ApiMessage | None:
         acks = req.acks
-        results: list[tuple[str, list[tuple[int, DataError, int, int, str | None]]]] = []
+        results: list[tuple[str, list[tuple[int, Errors, int, int, str | None]]]] = []
         touched: dict[tuple[str, int], Partition] = {}
         for t in req.topic_data:
             out = []
             for pd in t.partition_data:
                 part = self.store.partition(t.name, pd.index)
                 if acks not in (0, 1, -1):
-                    out.append((pd.index, DataError.INVALID_REQUIRED_ACKS, -1, -1, None))
+                    out.append((pd.index, Errors.INVALID_REQUIRED_ACKS, -1, -1, None))
                 elif part is None:
-                    out.append((pd.index, DataError.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None))
+                    out.append((pd.index, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None))
                 else:
                     r = part.append(pd.records, self.store.config.max_message_bytes)
-                    if r.error == DataError.NONE:
+                    if r.error == Errors.NONE:
                         touched[(t.name, pd.index)] = part
                     else:
                         log.info("produce_rejected", topic=t.name, partition=pd.index, error=r.error.name,
@@ -118,13 +118,13 @@ class DataHandlers:
             ],
         )
 
-    async def _sync(self, touched: dict[tuple[str, int], Partition]) -> dict[tuple[str, int], DataError]:
+    async def _sync(self, touched: dict[tuple[str, int], Partition]) -> dict[tuple[str, int], Errors]:
         keys = list(touched)
         outcomes = await asyncio.gather(*(self.writer.sync(touched[k]) for k in keys), return_exceptions=True)
         failed = {}
         for key, outcome in zip(keys, outcomes, strict=True):
             if isinstance(outcome, StorageError):
-                failed[key] = DataError.KAFKA_STORAGE_ERROR
+                failed[key] = Errors.KAFKA_STORAGE_ERROR
             elif isinstance(outcome, BaseException):
                 raise outcome
         return failed
@@ -135,7 +135,7 @@ class DataHandlers:
         if version >= 7 and (req.session_id != 0 or req.session_epoch > 0):
             # We never create fetch sessions (we answer session id 0), so any id is unknown; the
             # client falls back to full, session-less fetches.
-            return FetchResponse[version](throttle_time_ms=0, error_code=int(DataError.FETCH_SESSION_ID_NOT_FOUND),
+            return FetchResponse[version](throttle_time_ms=0, error_code=int(Errors.FETCH_SESSION_ID_NOT_FOUND),
                                           session_id=0, responses=[])
         targets = [
             _FetchTarget(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
@@ -178,22 +178,22 @@ class DataHandlers:
         by_topic: dict[str, list[object]] = {}
         for t in targets:
             part = self.store.partition(t.topic, t.index)
-            error, records = DataError.NONE, b""
+            error, records = Errors.NONE, b""
             if part is None:
-                error = DataError.UNKNOWN_TOPIC_OR_PARTITION
+                error = Errors.UNKNOWN_TOPIC_OR_PARTITION
             elif t.current_leader_epoch > _LEADER_EPOCH:
-                error = DataError.UNKNOWN_LEADER_EPOCH
+                error = Errors.UNKNOWN_LEADER_EPOCH
             elif t.max_bytes < 0:
-                error = DataError.INVALID_FETCH_SIZE
+                error = Errors.INVALID_FETCH_SIZE
             elif not part.log_start_offset <= t.offset <= part.log_end_offset:
-                error = DataError.OFFSET_OUT_OF_RANGE
+                error = Errors.OFFSET_OUT_OF_RANGE
             else:
                 # KIP-74: the first partition with data returns at least one whole batch, even past the
                 # limits, so a batch larger than the limits can never wedge a consumer.
                 records = part.read(t.offset, min(t.max_bytes, remaining), min_one=total == 0)
                 remaining -= len(records)
                 total += len(records)
-            errors = errors or error != DataError.NONE
+            errors = errors or error != Errors.NONE
             hw = part.log_end_offset if part is not None else -1
             by_topic.setdefault(t.topic, []).append(_FPart(
                 partition_index=t.index, error_code=int(error), high_watermark=hw, last_stable_offset=hw,
@@ -215,22 +215,22 @@ class DataHandlers:
             for p in t.partitions:
                 error, offset, timestamp = self._list_offset(t.name, p.partition_index, p.timestamp)
                 parts.append(_LPart(partition_index=p.partition_index, error_code=int(error), timestamp=timestamp,
-                                    offset=offset, leader_epoch=_LEADER_EPOCH if error == DataError.NONE else -1))
+                                    offset=offset, leader_epoch=_LEADER_EPOCH if error == Errors.NONE else -1))
             topics.append(_LTopic(name=t.name, partitions=parts))
         return ListOffsetsResponse[version](throttle_time_ms=0, topics=topics)
 
-    def _list_offset(self, topic: str, index: int, timestamp: int) -> tuple[DataError, int, int]:
+    def _list_offset(self, topic: str, index: int, timestamp: int) -> tuple[Errors, int, int]:
         part = self.store.partition(topic, index)
         if part is None:
-            return DataError.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
         if timestamp == EARLIEST_TIMESTAMP:
-            return DataError.NONE, part.log_start_offset, -1
+            return Errors.NONE, part.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
-            return DataError.NONE, part.log_end_offset, -1
+            return Errors.NONE, part.log_end_offset, -1
         found = part.offset_for_max_timestamp() if timestamp == MAX_TIMESTAMP else part.offset_for_timestamp(timestamp)
         if found is None:
-            return DataError.NONE, -1, -1  # no record at or after that time (Kafka's answer)
-        return DataError.NONE, found[0], found[1]
+            return Errors.NONE, -1, -1  # no record at or after that time (Kafka's answer)
+        return Errors.NONE, found[0], found[1]
 
     # ---------------------------------------------------------------------- OffsetForLeaderEpoch
 
@@ -241,10 +241,10 @@ class DataHandlers:
             for p in t.partitions:
                 part = self.store.partition(t.topic, p.partition)
                 if part is None:
-                    parts.append(_EPart(error_code=int(DataError.UNKNOWN_TOPIC_OR_PARTITION), partition=p.partition,
+                    parts.append(_EPart(error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION), partition=p.partition,
                                         leader_epoch=-1, end_offset=-1))
                 elif p.current_leader_epoch > _LEADER_EPOCH:
-                    parts.append(_EPart(error_code=int(DataError.UNKNOWN_LEADER_EPOCH), partition=p.partition,
+                    parts.append(_EPart(error_code=int(Errors.UNKNOWN_LEADER_EPOCH), partition=p.partition,
                                         leader_epoch=-1, end_offset=-1))
                 elif p.leader_epoch == _LEADER_EPOCH:
                     parts.append(_EPart(error_code=0, partition=p.partition, leader_epoch=_LEADER_EPOCH,
@@ -261,7 +261,7 @@ class DataHandlers:
         if req.transactional_id is not None:
             # No transaction coordinator here (FindCoordinator(TRANSACTION) says the same): retriable, so
             # kafka-python's init_transactions() keeps retrying until its max_block_ms and then raises.
-            return InitProducerIdResponse[version](throttle_time_ms=0, error_code=int(DataError.COORDINATOR_NOT_AVAILABLE),
+            return InitProducerIdResponse[version](throttle_time_ms=0, error_code=int(Errors.COORDINATOR_NOT_AVAILABLE),
                                                    producer_id=-1, producer_epoch=-1)
         # Idempotent producers always get a fresh id with epoch 0 (Kafka does the same when the
         # transactional id is null, also for a KIP-360 epoch-bump request).
@@ -276,36 +276,36 @@ class DataHandlers:
             counts[t.name] = counts.get(t.name, 0) + 1
         results = []
         for t in req.topics:
-            topic_id, error, message, partitions = None, DataError.NONE, None, -1
+            topic_id, error, message, partitions = None, Errors.NONE, None, -1
             try:
                 if counts[t.name] > 1:
-                    raise TopicStoreError(DataError.INVALID_REQUEST, f"topic '{t.name}' appears more than once")
+                    raise KafkaError(Errors.INVALID_REQUEST, f"topic '{t.name}' appears more than once")
                 num_partitions = self._assigned_partitions(t)
                 if t.configs:
-                    raise TopicStoreError(DataError.INVALID_CONFIG, "per-topic configs are not supported; "
+                    raise KafkaError(Errors.INVALID_CONFIG, "per-topic configs are not supported; "
                                           "the broker-wide flags apply to every topic")
                 topic = self.store.create_topic(t.name, num_partitions, t.replication_factor,
                                                 validate_only=version >= 1 and req.validate_only)
                 topic_id, partitions = topic.topic_id, topic.partitions
-            except TopicStoreError as e:
+            except KafkaError as e:
                 error, message = e.code, e.message
             results.append(CreateTopicsResponse.CreatableTopicResult(
                 name=t.name, topic_id=topic_id, error_code=int(error), error_message=message,
-                num_partitions=partitions, replication_factor=1 if error == DataError.NONE else -1,
-                configs=[] if error == DataError.NONE else None))
+                num_partitions=partitions, replication_factor=1 if error == Errors.NONE else -1,
+                configs=[] if error == Errors.NONE else None))
         return CreateTopicsResponse[version](throttle_time_ms=0, topics=results)
 
     def _assigned_partitions(self, t: ApiMessage) -> int:
         if not t.assignments:
             return int(t.num_partitions)
         if t.num_partitions != -1 or t.replication_factor != -1:
-            raise TopicStoreError(DataError.INVALID_REQUEST, "both a replica assignment and a partition "
+            raise KafkaError(Errors.INVALID_REQUEST, "both a replica assignment and a partition "
                                   "count or replication factor were given")
         indexes = sorted(a.partition_index for a in t.assignments)
         if indexes != list(range(len(indexes))):
-            raise TopicStoreError(DataError.INVALID_REPLICA_ASSIGNMENT, "partitions must be 0..n-1")
+            raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT, "partitions must be 0..n-1")
         if any(list(a.broker_ids) != [self.node_id] for a in t.assignments):
-            raise TopicStoreError(DataError.INVALID_REPLICA_ASSIGNMENT,
+            raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
                                   f"the only broker is {self.node_id}")
         return len(indexes)
 
@@ -320,20 +320,20 @@ class DataHandlers:
             if name is None and topic_id is not None:
                 found = self.store.get_by_id(topic_id)
                 name = found.name if found is not None else None
-            error, message = DataError.NONE, None
+            error, message = Errors.NONE, None
             current = self.store.get(name) if name is not None else None
             try:
                 if current is None:
-                    code = DataError.UNKNOWN_TOPIC_ID if name is None else DataError.UNKNOWN_TOPIC_OR_PARTITION
-                    raise TopicStoreError(code)
+                    code = Errors.UNKNOWN_TOPIC_ID if name is None else Errors.UNKNOWN_TOPIC_OR_PARTITION
+                    raise KafkaError(code)
                 if current.is_internal:
-                    raise TopicStoreError(DataError.INVALID_REQUEST, "internal topics cannot be deleted")
+                    raise KafkaError(Errors.INVALID_REQUEST, "internal topics cannot be deleted")
                 topic_id = current.topic_id
                 parts, dirs = self.store.delete_topic(name)  # type: ignore[arg-type]
                 doomed += dirs
                 for p in parts:
                     self.fetch_purgatory.check_and_complete((p.topic, p.index))
-            except TopicStoreError as e:
+            except KafkaError as e:
                 error, message = e.code, e.message
             results.append(DeleteTopicsResponse.DeletableTopicResult(
                 name=name, topic_id=topic_id, error_code=int(error), error_message=message))
@@ -345,12 +345,12 @@ class DataHandlers:
     async def handle_create_partitions(self, req: ApiMessage, version: int) -> ApiMessage:
         results = []
         for t in req.topics:
-            error, message = DataError.NONE, None
+            error, message = Errors.NONE, None
             try:
                 if t.assignments is not None and any(list(a.broker_ids) != [self.node_id] for a in t.assignments):
-                    raise TopicStoreError(DataError.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.node_id}")
+                    raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.node_id}")
                 self.store.create_partitions(t.name, t.count, validate_only=req.validate_only)
-            except TopicStoreError as e:
+            except KafkaError as e:
                 error, message = e.code, e.message
             results.append(CreatePartitionsResponse.CreatePartitionsTopicResult(
                 name=t.name, error_code=int(error), error_message=message))

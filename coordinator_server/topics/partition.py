@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coordinator_server.storage.log import HEADER_SIZE, BatchInfo, FileIO, PartitionLog
-from coordinator_server.topics.errors import DataError, TopicStoreError
 from coordinator_server.topics.producer_state import NO_PRODUCER_ID, ProducerStateManager
+from protocol.errors import Errors, KafkaError
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r"(read_text|open_text|open_binary) is deprecated",
                             category=DeprecationWarning)
-    from kafka.errors import KafkaError
+    from kafka.errors import KafkaError as KafkaClientError
     from kafka.record.default_records import DefaultRecordBatch
 
 _LOG_OVERHEAD = 12
@@ -34,7 +34,7 @@ _BASE_OFFSET = struct.Struct(">q")
 
 @dataclass(frozen=True, slots=True)
 class AppendResult:
-    error: DataError = DataError.NONE
+    error: Errors = Errors.NONE
     base_offset: int = -1
     message: str | None = None
     duplicate: bool = False
@@ -44,46 +44,46 @@ class AppendResult:
 def validate_batch(records: bytes | None, max_message_bytes: int) -> tuple[BatchInfo, bytes]:
     """Check the records of one produce partition; returns the one batch's header and bytes.
 
-    Raises TopicStoreError with Kafka's code: INVALID_RECORD (v3+ wants exactly one batch, base offset
+    Raises KafkaError with Kafka's code: INVALID_RECORD (v3+ wants exactly one batch, base offset
     0, consistent counts, no transactional/control batch here), UNSUPPORTED_FOR_MESSAGE_FORMAT (magic
     0/1), MESSAGE_TOO_LARGE, CORRUPT_MESSAGE (short, bad length, bad CRC).
     """
     if not records:
-        raise TopicStoreError(DataError.INVALID_RECORD, "produce v3+ must carry exactly one record batch")
+        raise KafkaError(Errors.INVALID_RECORD, "produce v3+ must carry exactly one record batch")
     if len(records) <= _MAGIC_POS:
-        raise TopicStoreError(DataError.CORRUPT_MESSAGE, f"{len(records)} bytes is too short for a batch")
+        raise KafkaError(Errors.CORRUPT_MESSAGE, f"{len(records)} bytes is too short for a batch")
     magic = records[_MAGIC_POS]
     if magic < 2:
-        raise TopicStoreError(DataError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        raise KafkaError(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT,
                               f"message format v{magic} is not supported; use record batches (v2)")
     if magic > 2:
-        raise TopicStoreError(DataError.CORRUPT_MESSAGE, f"unknown magic {magic}")
+        raise KafkaError(Errors.CORRUPT_MESSAGE, f"unknown magic {magic}")
     if len(records) < HEADER_SIZE:
-        raise TopicStoreError(DataError.CORRUPT_MESSAGE, f"{len(records)} bytes is too short for a batch")
+        raise KafkaError(Errors.CORRUPT_MESSAGE, f"{len(records)} bytes is too short for a batch")
     length = _LENGTH.unpack_from(records, 8)[0]
     size = _LOG_OVERHEAD + length
     if length < _MIN_LENGTH or size > len(records):
-        raise TopicStoreError(DataError.CORRUPT_MESSAGE, f"batch length {length} does not fit the "
+        raise KafkaError(Errors.CORRUPT_MESSAGE, f"batch length {length} does not fit the "
                               f"{len(records)} bytes sent")
     if size < len(records):
-        raise TopicStoreError(DataError.INVALID_RECORD, "produce v3+ must carry exactly one record batch")
+        raise KafkaError(Errors.INVALID_RECORD, "produce v3+ must carry exactly one record batch")
     if size > max_message_bytes:
-        raise TopicStoreError(DataError.MESSAGE_TOO_LARGE,
+        raise KafkaError(Errors.MESSAGE_TOO_LARGE,
                               f"batch of {size} bytes exceeds message.max.bytes {max_message_bytes}")
     batch = DefaultRecordBatch(records)
     if not batch.validate_crc():
-        raise TopicStoreError(DataError.CORRUPT_MESSAGE, "record batch CRC32C mismatch")
+        raise KafkaError(Errors.CORRUPT_MESSAGE, "record batch CRC32C mismatch")
     if _BASE_OFFSET.unpack_from(records, 0)[0] != 0:
-        raise TopicStoreError(DataError.INVALID_RECORD, "a produced batch must have base offset 0")
+        raise KafkaError(Errors.INVALID_RECORD, "a produced batch must have base offset 0")
     count = batch.records_count
     if count < 1 or batch.last_offset_delta != count - 1:
-        raise TopicStoreError(DataError.INVALID_RECORD,
+        raise KafkaError(Errors.INVALID_RECORD,
                               f"{count} records with last offset delta {batch.last_offset_delta}")
     if batch.is_transactional or batch.is_control_batch:
-        raise TopicStoreError(DataError.INVALID_RECORD, "transactions are not supported by this server")
+        raise KafkaError(Errors.INVALID_RECORD, "transactions are not supported by this server")
     info = BatchInfo.parse(records)
     if info.producer_id != NO_PRODUCER_ID and (info.base_sequence < 0 or info.producer_epoch < 0):
-        raise TopicStoreError(DataError.INVALID_RECORD, "idempotent batch without a sequence or epoch")
+        raise KafkaError(Errors.INVALID_RECORD, "idempotent batch without a sequence or epoch")
     return info, bytes(records)
 
 
@@ -117,20 +117,20 @@ class Partition:
         """Validate and append one produce partition's records (not yet durable: see the writer)."""
         try:
             info, batch = validate_batch(records, max_message_bytes)
-        except TopicStoreError as e:
+        except KafkaError as e:
             return AppendResult(e.code, message=e.message, log_start_offset=self.log_start_offset)
         if self.failed is not None:
-            return AppendResult(DataError.KAFKA_STORAGE_ERROR, message=self.failed)
+            return AppendResult(Errors.KAFKA_STORAGE_ERROR, message=self.failed)
         check = self.producers.check(info)
         if check.duplicate_of is not None:
             return AppendResult(base_offset=check.duplicate_of, duplicate=True,
                                 log_start_offset=self.log_start_offset)
-        if check.error != DataError.NONE:
+        if check.error != Errors.NONE:
             return AppendResult(check.error, message=check.error.message, log_start_offset=self.log_start_offset)
         try:
             base = self.log.append_batches([batch])[0]
         except OSError as e:
-            return AppendResult(DataError.KAFKA_STORAGE_ERROR, message=f"append failed: {e}")
+            return AppendResult(Errors.KAFKA_STORAGE_ERROR, message=f"append failed: {e}")
         self.producers.on_appended(info, base)
         return AppendResult(base_offset=base, log_start_offset=self.log_start_offset)
 
@@ -158,7 +158,7 @@ class Partition:
             for rec in DefaultRecordBatch(raw):
                 if rec.timestamp >= timestamp_ms:
                     return rec.offset, rec.timestamp
-        except (KafkaError, ValueError):
+        except (KafkaClientError, ValueError):
             pass  # e.g. a codec not installed here: the batch's base offset is still a valid answer
         info = BatchInfo.parse(raw)
         return info.base_offset, info.max_timestamp

@@ -11,7 +11,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from coordinator_server.storage.log import BatchInfo
-from coordinator_server.topics.errors import DataError
+from protocol.errors import Errors
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_ID = -1
@@ -39,7 +39,7 @@ class ProducerEntry:
 class SequenceCheck:
     """`duplicate_of` is the base offset of the original when the batch is a retry."""
 
-    error: DataError = DataError.NONE
+    error: Errors = Errors.NONE
     duplicate_of: int | None = None
 
 
@@ -71,16 +71,16 @@ class ProducerStateManager:
             # as Kafka does since KIP-360.
             return SequenceCheck()
         if info.producer_epoch < entry.epoch:
-            return SequenceCheck(DataError.INVALID_PRODUCER_EPOCH)
+            return SequenceCheck(Errors.INVALID_PRODUCER_EPOCH)
         if info.producer_epoch > entry.epoch:
             # A bumped epoch restarts its sequences at 0.
             ok = info.base_sequence == 0
-            return SequenceCheck() if ok else SequenceCheck(DataError.OUT_OF_ORDER_SEQUENCE_NUMBER)
+            return SequenceCheck() if ok else SequenceCheck(Errors.OUT_OF_ORDER_SEQUENCE_NUMBER)
         for b in entry.batches:
             if b.first_seq == info.base_sequence and b.last_seq == info.last_sequence:
                 return SequenceCheck(duplicate_of=b.base_offset)
         if not _in_sequence(entry.last_seq, info.base_sequence):
-            return SequenceCheck(DataError.OUT_OF_ORDER_SEQUENCE_NUMBER)
+            return SequenceCheck(Errors.OUT_OF_ORDER_SEQUENCE_NUMBER)
         return SequenceCheck()
 
     def on_appended(self, info: BatchInfo, base_offset: int) -> None:

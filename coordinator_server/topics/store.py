@@ -31,9 +31,9 @@ import structlog
 from coordinator_server.config import TopicSpec
 from coordinator_server.storage.errors import StorageError
 from coordinator_server.storage.log import FileIO
-from coordinator_server.topics.errors import DataError, TopicStoreError
 from coordinator_server.topics.partition import Partition
 from coordinator_server.topics.registry import OFFSETS_TOPIC, Topic, is_valid_topic_name
+from protocol.errors import Errors, KafkaError
 
 log = structlog.get_logger(__name__)
 
@@ -184,15 +184,15 @@ class TopicStore:
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      validate_only: bool = False) -> Topic:
         if not is_valid_topic_name(name):
-            raise TopicStoreError(DataError.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not valid")
+            raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not valid")
         if self.get(name) is not None:
-            raise TopicStoreError(DataError.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
+            raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
         count = self.config.default_partitions if num_partitions == -1 else num_partitions
         if not 1 <= count <= _MAX_PARTITIONS:
-            raise TopicStoreError(DataError.INVALID_PARTITIONS, f"number of partitions {num_partitions} "
+            raise KafkaError(Errors.INVALID_PARTITIONS, f"number of partitions {num_partitions} "
                                   "must be at least 1")
         if replication_factor not in (-1, 1):
-            raise TopicStoreError(DataError.INVALID_REPLICATION_FACTOR, f"replication factor "
+            raise KafkaError(Errors.INVALID_REPLICATION_FACTOR, f"replication factor "
                                   f"{replication_factor} is larger than the 1 available broker")
         topic = StoredTopic(name, new_topic_id())
         if validate_only:
@@ -205,12 +205,12 @@ class TopicStore:
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
         topic = self._topics.get(name)
         if topic is None:
-            code = DataError.INVALID_REQUEST if name == OFFSETS_TOPIC else DataError.UNKNOWN_TOPIC_OR_PARTITION
-            raise TopicStoreError(code, f"topic '{name}' does not exist" if name != OFFSETS_TOPIC else
+            code = Errors.INVALID_REQUEST if name == OFFSETS_TOPIC else Errors.UNKNOWN_TOPIC_OR_PARTITION
+            raise KafkaError(code, f"topic '{name}' does not exist" if name != OFFSETS_TOPIC else
                                   "the partition count of __consumer_offsets is fixed")
         current = len(topic.partitions)
         if count <= current or count > _MAX_PARTITIONS:
-            raise TopicStoreError(DataError.INVALID_PARTITIONS, f"topic currently has {current} partitions, "
+            raise KafkaError(Errors.INVALID_PARTITIONS, f"topic currently has {current} partitions, "
                                   f"{count} would not be an increase")
         if not validate_only:
             self._add_partitions(topic, count)
@@ -221,7 +221,7 @@ class TopicStore:
         renamed directories, for the caller to remove off the event loop."""
         topic = self._topics.pop(name, None)
         if topic is None:
-            raise TopicStoreError(DataError.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
         doomed = []
         for p in topic.partitions:
             p.close()

@@ -11,8 +11,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from coordinator_server.config import TopicSpec
 from coordinator_server.storage.log import DefaultRecordBatch
-from coordinator_server.topics.errors import DataError, TopicStoreError
 from coordinator_server.topics.store import PARTITION_METADATA, StoreConfig, TopicStore, parse_kafka_uuid
+from protocol.errors import Errors, KafkaError
 
 
 def batch(values: list[bytes], *, ts: int = 1_000, pid: int = -1, epoch: int = -1, seq: int = -1,
@@ -53,14 +53,14 @@ def test_appends_assign_base_offsets_and_store_the_batch_as_sent(tmp_path: Path)
 
 
 @pytest.mark.parametrize(("mangle", "code"), [
-    (lambda b: b[:-1] + bytes([b[-1] ^ 1]), DataError.CORRUPT_MESSAGE),  # CRC
-    (lambda b: b[:30], DataError.CORRUPT_MESSAGE),  # truncated header
-    (lambda b: b[:-3], DataError.CORRUPT_MESSAGE),  # length runs past the end
-    (lambda b: b[:16] + b"\x01" + b[17:], DataError.UNSUPPORTED_FOR_MESSAGE_FORMAT),  # magic 1
-    (lambda b: b + b, DataError.INVALID_RECORD),  # two batches
-    (lambda b: b"", DataError.INVALID_RECORD),
+    (lambda b: b[:-1] + bytes([b[-1] ^ 1]), Errors.CORRUPT_MESSAGE),  # CRC
+    (lambda b: b[:30], Errors.CORRUPT_MESSAGE),  # truncated header
+    (lambda b: b[:-3], Errors.CORRUPT_MESSAGE),  # length runs past the end
+    (lambda b: b[:16] + b"\x01" + b[17:], Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT),  # magic 1
+    (lambda b: b + b, Errors.INVALID_RECORD),  # two batches
+    (lambda b: b"", Errors.INVALID_RECORD),
 ])
-def test_invalid_batches_never_reach_the_log(tmp_path: Path, mangle: object, code: DataError) -> None:
+def test_invalid_batches_never_reach_the_log(tmp_path: Path, mangle: object, code: Errors) -> None:
     store = open_store(tmp_path)
     store.create_topic("t", 1)
     p = store.partition("t", 0)
@@ -77,7 +77,7 @@ def test_message_too_large(tmp_path: Path) -> None:
     store.create_topic("t", 1)
     p = store.partition("t", 0)
     assert p is not None
-    assert p.append(batch([b"x" * 500]), 400).error == DataError.MESSAGE_TOO_LARGE
+    assert p.append(batch([b"x" * 500]), 400).error == Errors.MESSAGE_TOO_LARGE
     store.close()
 
 
@@ -90,9 +90,9 @@ def test_idempotent_retry_is_answered_with_the_original_offset(tmp_path: Path) -
     assert p.append(first, 1 << 20).base_offset == 0
     assert p.append(batch([b"c"], pid=7, epoch=0, seq=2), 1 << 20).base_offset == 2
     retry = p.append(first, 1 << 20)
-    assert (retry.error, retry.base_offset, retry.duplicate) == (DataError.NONE, 0, True)
+    assert (retry.error, retry.base_offset, retry.duplicate) == (Errors.NONE, 0, True)
     assert p.log_end_offset == 3
-    assert p.append(batch([b"z"], pid=7, epoch=0, seq=9), 1 << 20).error == DataError.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert p.append(batch([b"z"], pid=7, epoch=0, seq=9), 1 << 20).error == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert p.log_end_offset == 3
     store.close()
     # Producer state is rebuilt from the batch headers: the retry is still recognised after a restart.
@@ -128,17 +128,17 @@ def test_admin_errors(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     store.create_topic("t", 1)
     cases = [
-        (lambda: store.create_topic("t", 1), DataError.TOPIC_ALREADY_EXISTS),
-        (lambda: store.create_topic("__consumer_offsets", 1), DataError.TOPIC_ALREADY_EXISTS),
-        (lambda: store.create_topic("bad/name", 1), DataError.INVALID_TOPIC_EXCEPTION),
-        (lambda: store.create_topic("u", 0), DataError.INVALID_PARTITIONS),
-        (lambda: store.create_topic("u", 1, replication_factor=3), DataError.INVALID_REPLICATION_FACTOR),
-        (lambda: store.create_partitions("t", 1), DataError.INVALID_PARTITIONS),
-        (lambda: store.create_partitions("nope", 3), DataError.UNKNOWN_TOPIC_OR_PARTITION),
-        (lambda: store.delete_topic("nope"), DataError.UNKNOWN_TOPIC_OR_PARTITION),
+        (lambda: store.create_topic("t", 1), Errors.TOPIC_ALREADY_EXISTS),
+        (lambda: store.create_topic("__consumer_offsets", 1), Errors.TOPIC_ALREADY_EXISTS),
+        (lambda: store.create_topic("bad/name", 1), Errors.INVALID_TOPIC_EXCEPTION),
+        (lambda: store.create_topic("u", 0), Errors.INVALID_PARTITIONS),
+        (lambda: store.create_topic("u", 1, replication_factor=3), Errors.INVALID_REPLICATION_FACTOR),
+        (lambda: store.create_partitions("t", 1), Errors.INVALID_PARTITIONS),
+        (lambda: store.create_partitions("nope", 3), Errors.UNKNOWN_TOPIC_OR_PARTITION),
+        (lambda: store.delete_topic("nope"), Errors.UNKNOWN_TOPIC_OR_PARTITION),
     ]
     for call, code in cases:
-        with pytest.raises(TopicStoreError) as info:
+        with pytest.raises(KafkaError) as info:
             call()
         assert info.value.code == code
     assert store.get("u") is None
