@@ -60,6 +60,7 @@ class Config:
     socket_request_max_bytes: int = 104_857_600
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 10080
+    metrics_port: int | None = None  # no metrics endpoint unless asked for
     cluster_id: str = "coordinator-server-cluster"
     # The topic store (data plane); defaults are Kafka's broker defaults.
     auto_create_topics: bool = True  # auto.create.topics.enable
@@ -151,6 +152,7 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--socket-request-max-bytes", "socket_request_max_bytes", _positive, "socket.request.max.bytes"),
     ("--offsets-retention-minutes", "offsets_retention_minutes", _positive, "offsets.retention.minutes"),
     ("--offset-metadata-max-bytes", "offset_metadata_max_bytes", _non_negative, "offset.metadata.max.bytes"),
+    ("--metrics-port", "metrics_port", _non_negative, "port of the Prometheus /metrics endpoint (0 = a free one)"),
 ]
 
 
