@@ -11,7 +11,7 @@ PORT ?= 9092
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-unit test-integration lint clean
+.PHONY: install run test test-unit test-integration test-interop interop-deps compat-matrix lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/coordinator-server --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
-test: $(TEST_STAMP)
+test: $(TEST_STAMP) interop-deps
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
 
 test-unit: $(TEST_STAMP)
@@ -38,6 +38,27 @@ test-unit: $(TEST_STAMP)
 
 test-integration: $(TEST_STAMP)
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+# The interop suite's clients beyond the Python ones in the test extra: kcat (Debian) and kafkajs (npm,
+# pinned by tests/interop/node/package-lock.json). Idempotent and quiet once installed.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || ! command -v sudo >/dev/null || echo sudo)
+NODE_DIR := tests/interop/node
+
+interop-deps: $(NODE_DIR)/node_modules/.package-lock.json
+	@command -v kcat >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null)
+
+$(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+test-interop: $(TEST_STAMP) interop-deps
+	$(PY) -m pytest tests/interop -n 2 $(PYTEST_ARGS)
+
+# Runs the interop suite and regenerates docs/compatibility.md from its results (even when cells fail).
+compat-matrix: $(TEST_STAMP) interop-deps
+	mkdir -p build
+	-$(PY) -m pytest tests/interop -n 2 --junitxml=build/interop-junit.xml $(PYTEST_ARGS)
+	$(PY) scripts/compat_matrix.py build/interop-junit.xml docs/compatibility.md
 
 lint: $(TEST_STAMP)
 	$(PIP) install -q ruff mypy

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
+import sys
 
 import aiokafka
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
@@ -81,6 +83,10 @@ async def consume(args) -> None:  # type: ignore[no-untyped-def]
 
 def main() -> None:
     args = parse_args()
+    if args.debug:
+        logging.basicConfig(stream=sys.stderr, level=logging.DEBUG,
+                            format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        logging.getLogger("aiokafka").setLevel(logging.DEBUG)
     emit("start", client="aiokafka", version=aiokafka.__version__)
     asyncio.run(produce(args) if args.role == "producer" else consume(args))
 

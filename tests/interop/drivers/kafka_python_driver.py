@@ -1,6 +1,8 @@
 """kafka-python driver: KafkaConsumer with a ConsumerRebalanceListener, commit after each processed batch."""
 from __future__ import annotations
 
+import logging
+import sys
 import time
 import warnings
 
@@ -87,6 +89,10 @@ def consume(args) -> None:  # type: ignore[no-untyped-def]
 
 def main() -> None:
     args = parse_args()
+    if args.debug:
+        logging.basicConfig(stream=sys.stderr, level=logging.DEBUG,
+                            format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        logging.getLogger("kafka").setLevel(logging.DEBUG)
     emit("start", client="kafka-python", version=kafka.__version__)
     produce(args) if args.role == "producer" else consume(args)
 

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Render docs/compatibility.md from a JUnit XML report of the interop suite (tests/interop).
+
+    python -m pytest tests/interop -n 2 --junitxml=build/interop-junit.xml
+    python scripts/compat_matrix.py build/interop-junit.xml docs/compatibility.md
+
+Cells: `test_interop[<client>:<scenario>]` and `test_mixed_group[mixed:<assignor>]`. Outcomes: pass, fail,
+"not supported by client" (skipped with that reason by the `unsupported` marker), "server bug" (an
+xfail(strict=True) cell: a known server bug the suite keeps visible). Client versions come from the
+`version:<client>` properties the tests record from each driver's start line.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs"]
+SCENARIOS = {
+    "join-range": "1 → 3 → 5 members with the range assignor: after each step every partition has exactly one "
+                  "owner (and never two at once); the server selected `range`",
+    "join-roundrobin": "the same with the round-robin assignor (kafkajs: its `RoundRobinAssigner`)",
+    "join-cooperative-sticky": "the same with `cooperative-sticky` (KIP-429): a member never revokes a partition "
+                               "it keeps; the first member revokes exactly the 8 partitions that move",
+    "leave": "one of 3 members closes (LeaveGroup; session timeout 30 s): the other two own everything",
+    "crash": "one of 3 members is kill -9ed: its session (3 s) times out, the other two own everything",
+    "slow-member": "a member stops polling mid-rebalance (sleeps in its revoke callback; kcat and kafkajs: "
+                   "SIGSTOP): it is dropped after the rebalance timeout (3 s) while the others own everything",
+    "server-restart": "2 members consume and commit 200 records; the server is kill -9ed and restarted (same "
+                      "port and data); 100 more records: the group re-forms, nothing below the committed "
+                      "offsets is delivered again, all 300 arrive",
+    "static-membership": "3 static members (`group.instance.id`); one is kill -9ed and restarted within its "
+                         "session timeout: it gets its partitions back, no other member revokes anything and "
+                         "the server completes no rebalance",
+}
+NAME = re.compile(r"^test_interop\[(?P<client>[^:\]]+):(?P<scenario>[^\]]+)\]$")
+MIXED = re.compile(r"^test_mixed_group\[mixed:(?P<assignor>[^\]]+)\]$")
+
+
+def outcome(case: ET.Element) -> tuple[str, str]:
+    for tag in ("failure", "error"):
+        el = case.find(tag)
+        if el is not None:
+            return "fail", (el.get("message") or "").splitlines()[0][:200] if el.get("message") else ""
+    el = case.find("skipped")
+    if el is not None:
+        msg = el.get("message") or ""
+        if el.get("type") == "pytest.xfail":
+            return "server bug", msg.removeprefix("reason: ").strip()
+        m = re.search(r"not supported by client: (.*)", msg)
+        if m:
+            return "not supported", m.group(1).strip()
+        return "skipped", msg
+    return "pass", ""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("junit")
+    ap.add_argument("out")
+    a = ap.parse_args()
+    root = ET.parse(a.junit).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    cells: dict[tuple[str, str], tuple[str, str]] = {}
+    mixed: dict[str, tuple[str, str, str]] = {}
+    versions: dict[str, str] = {}
+    wall = max((float(s.get("time", 0)) for s in suites), default=0.0)
+    stamp = next((s.get("timestamp") for s in suites if s.get("timestamp")), None)
+    for case in root.iter("testcase"):
+        for prop in case.iter("property"):
+            name = prop.get("name") or ""
+            if name.startswith("version:"):
+                versions[name.removeprefix("version:")] = prop.get("value") or ""
+        name = case.get("name") or ""
+        if m := NAME.match(name):
+            cells[m["client"], m["scenario"]] = outcome(case)
+        elif m := MIXED.match(name):
+            members = next((p.get("value") for p in case.iter("property") if p.get("name") == "client"), "")
+            mixed[m["assignor"]] = (members or "", *outcome(case))
+    if not cells:
+        print(f"no interop cells in {a.junit}", file=sys.stderr)
+        return 1
+
+    notes: list[str] = []
+
+    def render(result: str, detail: str) -> str:
+        if result == "pass":
+            return "✅ pass"
+        if result == "not supported":
+            if detail not in notes:
+                notes.append(detail)
+            return f"⛔ not supported by client [{notes.index(detail) + 1}]"
+        if result == "server bug":
+            return f"🐞 fails: {detail}"
+        if result == "fail":
+            return f"❌ fail{': ' + detail if detail else ''}"
+        return result
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                check=False).stdout.strip()
+    except OSError:
+        commit = ""
+    when = stamp or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    lines = [
+        "# Client compatibility",
+        "",
+        "Generated by `make compat-matrix` (`scripts/compat_matrix.py` from the JUnit report of `tests/interop`): "
+        f"run of {when[:19].replace('T', ' ')}" + (f" at commit `{commit}`" if commit else "")
+        + f", {wall:.0f} s wall time with `-n 2`. Do not edit by hand.",
+        "",
+        "Each cell runs real client code, one member per process (`tests/interop/drivers/`, "
+        "`tests/interop/node/`), against the real server started with `--initial-rebalance-delay-ms 0`; "
+        "topic `t` has 10 partitions. Consumers use the classic group protocol (`group.protocol=classic` for "
+        "librdkafka), commit after processing (kcat: librdkafka's auto-commit every 200 ms; kafkajs: "
+        "`autoCommit` after each batch) and report every rebalance callback.",
+        "",
+        "## Clients by scenario",
+        "",
+        "| Client (version) | " + " | ".join(f"`{s}`" for s in SCENARIOS) + " |",
+        "|---|" + "---|" * len(SCENARIOS),
+    ]
+    for client in CLIENTS:
+        row = [f"**{client}** {versions.get(client, '')}".strip()]
+        for scenario in SCENARIOS:
+            row.append(render(*cells[client, scenario]) if (client, scenario) in cells else "not run")
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Not supported by the client:", ""]
+    lines += [f"{i}. {n}" for i, n in enumerate(notes, 1)]
+    lines += ["", "## Mixed groups", "",
+              "Members of different libraries in one group with a common assignor: they split the topic, "
+              "then one leaves (LeaveGroup) and one is kill -9ed, and the rest split it again. kafkajs joins "
+              "the round-robin group with its `RoundRobinAssigner` registered under the name `roundrobin` "
+              "(its own name, `RoundRobinAssigner`, is not one the other clients know).", "",
+              "| Assignor | Members | Result |", "|---|---|---|"]
+    for assignor, (members, result, detail) in sorted(mixed.items()):
+        lines.append(f"| `{assignor}` | {members.replace('+', ', ')} | {render(result, detail)} |")
+    lines += ["", "## Scenarios", ""]
+    lines += [f"* **`{s}`**: {d}." for s, d in SCENARIOS.items()]
+    lines += ["", "Client settings: heartbeat interval 300 ms; session timeout 6 s unless said above; "
+              "`max.poll.interval.ms` / rebalance timeout 10 s (3 s in `slow-member`; librdkafka requires it "
+              "to be ≥ the session timeout). "
+              "A cell marked 🐞 is a known server bug kept visible as `xfail(strict=True)`.", ""]
+    Path(a.out).write_text("\n".join(lines))
+    print(f"wrote {a.out}: {len(cells)} cells, {len(mixed)} mixed groups")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

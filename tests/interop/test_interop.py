@@ -1,0 +1,299 @@
+"""The interop matrix: client library x scenario, every cell against a real server subprocess.
+
+Scenarios (one consumer group, topic `t` with 10 partitions):
+  join[assignor]   1 → 3 → 5 members; after each step every partition is owned by exactly one member, and
+                   no partition is ever held by two members at once; the server selects that assignor.
+                   cooperative-sticky: a member only ever revokes partitions that then move away.
+  leave            one of 3 members closes (LeaveGroup); the other two take over everything, well before
+                   the (long) session timeout.
+  crash            kill -9 of one of 3 members; its session times out; the other two take over.
+  slow-member      a member stops polling in the middle of a rebalance (sleeps in its revoke callback; kcat
+                   and kafkajs have no such callback, so the process is SIGSTOPped): it is dropped after the
+                   rebalance timeout and the others own every partition while it still sleeps.
+  server-restart   2 members consume and commit 200 records; the server is kill -9ed and restarted on the
+                   same port and data dir; 100 more are produced; the group re-forms and no record below
+                   the committed offsets is delivered again.
+  static-membership three static members (group.instance.id); one is kill -9ed and restarted within its
+                   session timeout: it gets its partitions back, nobody else revokes anything, and the
+                   server completes no new rebalance.
+  mixed[assignor]  members of different libraries in one group, sharing one assignor.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .conftest import ALL, CLIENTS, PARTITIONS, Harness, Member
+
+pytestmark = pytest.mark.interop
+
+NO_RANGE_KAFKAJS = "kafkajs ships only its RoundRobinAssigner; it has no range assignor"
+NO_COOP = {
+    "aiokafka": "aiokafka implements only the eager rebalance protocol (no cooperative-sticky assignor, KIP-429)",
+    "kafkajs": "kafkajs implements only the eager rebalance protocol (no cooperative rebalancing, KIP-429)",
+}
+NO_STATIC = {"kafkajs": "kafkajs has no group.instance.id (static membership, KIP-345)"}
+
+# Server bugs found by this suite: {(client, scenario): reason}. Such cells are xfail(strict=True).
+SERVER_BUGS: dict[tuple[str, str], str] = {}
+
+SCENARIOS = ["join-range", "join-roundrobin", "join-cooperative-sticky", "leave", "crash", "slow-member",
+             "server-restart", "static-membership"]
+
+
+def default_assignor(client: str) -> str:
+    return "roundrobin" if client == "kafkajs" else "range"
+
+
+def protocol_name(client: str, assignor: str) -> str:
+    return "RoundRobinAssigner" if client == "kafkajs" and assignor == "roundrobin" else assignor
+
+
+def unsupported_reason(client: str, scenario: str) -> str | None:
+    if scenario == "join-range" and client == "kafkajs":
+        return NO_RANGE_KAFKAJS
+    if scenario == "join-cooperative-sticky":
+        return NO_COOP.get(client)
+    if scenario == "static-membership":
+        return NO_STATIC.get(client)
+    return None
+
+
+def cells() -> list[object]:
+    out = []
+    for client in CLIENTS:
+        for scenario in SCENARIOS:
+            marks: list[pytest.MarkDecorator] = []
+            reason = unsupported_reason(client, scenario)
+            if reason:
+                marks.append(pytest.mark.unsupported(reason))
+            if (client, scenario) in SERVER_BUGS:
+                marks.append(pytest.mark.xfail(strict=True, reason="server bug: " + SERVER_BUGS[client, scenario]))
+            out.append(pytest.param(client, scenario, marks=marks, id=f"{client}:{scenario}"))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ checks
+
+
+def owned_at(members: list[Member], t: float) -> dict[str, set[int]]:
+    state: dict[str, set[int]] = {}
+    for m in members:
+        owned: set[int] = set()
+        for e in m.evs("assigned", "revoked", "lost"):
+            if e["t"] > t:
+                break
+            owned = set(e["owned"])
+        state[m.name] = owned
+    return state
+
+
+def shared(state: dict[str, set[int]]) -> set[int]:
+    seen: set[int] = set()
+    dup: set[int] = set()
+    for s in state.values():
+        dup |= seen & s
+        seen |= s
+    return dup
+
+
+def assert_never_shared(h: Harness, members: list[Member], grace_s: float = 0.5) -> None:
+    """No partition owned by two members at once (beyond `grace_s`: the reports cross process boundaries)."""
+    times = sorted(e["t"] for m in members for e in m.evs("assigned", "revoked", "lost"))
+    for t in times:
+        dup = shared(owned_at(members, t))
+        if dup and dup & shared(owned_at(members, t + grace_s)):
+            raise AssertionError(f"partitions {sorted(dup)} owned by two members at t={t:.3f}: "
+                                 f"{owned_at(members, t)}\n{h.report()}")
+
+
+def join_completions(h: Harness) -> list[dict[str, object]]:
+    return [e for e in h.srv.events("join_completed") if e.get("group_id") == "interop"]
+
+
+# ------------------------------------------------------------------------------------------- cells
+
+
+@pytest.mark.parametrize(("client", "scenario"), cells())
+def test_interop(harness: Harness, client: str, scenario: str) -> None:
+    harness._record("client", client)
+    harness._record("scenario", scenario)
+    SCENARIO_FUNCS[scenario](harness, client)
+
+
+def scenario_join(h: Harness, client: str, assignor: str) -> None:
+    def new(name: str) -> Member:
+        return h.start(client, name, group="interop", assignor=assignor, session_timeout_ms=6000)
+
+    members = [new("m1")]
+    h.wait_partitioned(members, what="1 member")
+    members += [new("m2"), new("m3")]
+    h.wait_partitioned(members, what="3 members")
+    members += [new("m4"), new("m5")]
+    final = h.wait_partitioned(members, what="5 members")
+    assert sorted(len(s) for s in final.values()) == [2] * 5
+    assert_never_shared(h, members)
+    protocols = {e.get("protocol") for e in join_completions(h)}
+    assert protocols == {protocol_name(client, assignor)}, protocols
+    if assignor == "cooperative-sticky":
+        # KIP-429: a member revokes only what moves to someone else, never a partition it keeps.
+        for m in members:
+            kept_but_revoked = m.revoked_since(0) & m.owned
+            assert not kept_but_revoked, f"{m.name} revoked {sorted(kept_but_revoked)} and kept them\n{h.report()}"
+        first = members[0]
+        assert first.evs("assigned")[-1]["owned"], "m1 kept some partitions"
+        assert len(first.revoked_since(0)) == PARTITIONS - 2, first.describe()
+
+
+def scenario_leave(h: Harness, client: str) -> None:
+    # A long session timeout: the takeover can only come from the LeaveGroup.
+    members = [h.start(client, f"m{i}", group="interop", assignor=default_assignor(client),
+                       session_timeout_ms=30_000) for i in (1, 2, 3)]
+    h.wait_partitioned(members, timeout_s=40)
+    leaving = members[2]
+    start = time.monotonic()
+    assert leaving.terminate() == 0, leaving.describe()
+    h.wait_partitioned(members[:2], timeout_s=20, what="the two remaining members")
+    assert time.monotonic() - start < 20
+    reasons = [e["reason"] for e in h.srv.events("member_removed")]
+    assert any(r.startswith("LeaveGroup") for r in reasons), reasons
+
+
+def scenario_crash(h: Harness, client: str) -> None:
+    members = [h.start(client, f"m{i}", group="interop", assignor=default_assignor(client),
+                       session_timeout_ms=3000) for i in (1, 2, 3)]
+    h.wait_partitioned(members, timeout_s=40)
+    members[1].kill9()
+    h.wait_partitioned([members[0], members[2]], timeout_s=30, what="the two survivors")
+    reasons = [e["reason"] for e in h.srv.events("member_removed")]
+    assert "session timeout" in reasons, reasons
+
+
+def scenario_slow(h: Harness, client: str) -> None:
+    assignor = default_assignor(client)
+    by_signal = client in ("kcat", "kafkajs")  # no revoke callback to sleep in: SIGSTOP the process
+    common = {"group": "interop", "assignor": assignor, "rebalance_timeout_ms": 3000}
+    # The slow member keeps its session alive (heartbeat thread) where the client can; librdkafka needs
+    # max.poll.interval.ms >= session.timeout.ms, so there the two are equal.
+    session = 3000 if client in ("confluent-kafka", "kcat") else 10_000
+    slow = h.start(client, "slow", session_timeout_ms=session,
+                   stall_revoke_ms=None if by_signal else 30_000, **common)
+    other = h.start(client, "other", session_timeout_ms=session, **common)
+    h.wait_partitioned([slow, other], timeout_s=40)
+    if by_signal:
+        slow.pause()
+    started = time.monotonic()
+    joiner = h.start(client, "joiner", session_timeout_ms=session, **common)
+    h.wait_partitioned([other, joiner], timeout_s=25, what="the two members without the slow one")
+    took = time.monotonic() - started
+    if not by_signal:
+        assert slow.evs("stall") and not slow.evs("stall_end"), "the slow member was not stalled\n" + h.report()
+    assert took < 25
+    removed = h.srv.events("member_removed")
+    assert removed, h.report()
+
+
+def scenario_restart(h: Harness, client: str) -> None:
+    assignor = default_assignor(client)
+    members = [h.start(client, f"m{i}", group="interop", assignor=assignor, session_timeout_ms=10_000)
+               for i in (1, 2)]
+    h.wait_partitioned(members, timeout_s=40)
+    h.produce(client, 200)
+
+    def consumed() -> set[tuple[int, int]]:
+        return {r for m in members for r in m.records()}
+
+    h.wait(lambda: len(consumed()) >= 200, 40, "200 records consumed")
+    ends: dict[int, int] = {}
+    for p, o in consumed():
+        ends[p] = max(ends.get(p, 0), o + 1)
+    assert sum(ends.values()) == 200, ends
+    h.wait(lambda: committed(h) == ends, 30, f"committed offsets {ends}")
+    at_kill = committed(h)
+
+    h.srv.kill9()
+    time.sleep(1.0)  # the members notice, and retry against nothing
+    restarted_at = time.time()
+    h.srv.restart(port=h.srv.port)
+    h.produce(client, 100)
+    h.wait(lambda: len(consumed()) >= 300, 60, "300 records consumed after the restart")
+    h.wait_partitioned(members, timeout_s=30, what="the re-formed group")
+    again = [(p, o) for m in members for p, o in m.records(since=restarted_at) if o < at_kill.get(p, 0)]
+    assert not again, f"re-delivered below the committed offsets {at_kill}: {sorted(again)[:20]}\n{h.report()}"
+
+
+def committed(h: Harness) -> dict[int, int]:
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=h.srv.address, request_timeout_ms=5000)
+    try:
+        offsets = admin.list_group_offsets({"interop": None})["interop"]
+    finally:
+        admin.close()
+    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == "t" and meta.offset >= 0}
+
+
+def scenario_static(h: Harness, client: str) -> None:
+    assignor = default_assignor(client)
+
+    def new(i: int) -> Member:
+        return h.start(client, f"s{i}" + ("-restarted" if i == 22 else ""), group="interop", assignor=assignor,
+                       instance_id=f"inst-{i % 10 if i == 22 else i}", session_timeout_ms=15_000)
+
+    s1 = new(1)
+    h.wait_partitioned([s1], timeout_s=30)
+    s2, s3 = new(2), new(3)
+    before = h.wait_partitioned([s1, s2, s3], timeout_s=40)
+    completions = len(join_completions(h))
+    killed_at = time.time()
+    s2.kill9()
+    s2b = new(22)
+    h.wait(lambda: s2b.owned == before["s2"], 20, f"the restarted static member to own {sorted(before['s2'])}")
+    time.sleep(2.0)  # a rebalance, if one were coming, would show by now (heartbeats every 300 ms)
+    assert {s1.name: s1.owned, s3.name: s3.owned} == {"s1": before["s1"], "s3": before["s3"]}, h.report()
+    assert not (s1.revoked_since(killed_at) | s3.revoked_since(killed_at)), f"revocations\n{h.report()}"
+    assert len(join_completions(h)) == completions, f"a rebalance happened\n{h.report()}"
+    assert h.srv.events("static_member_replaced"), h.report()
+
+
+SCENARIO_FUNCS = {
+    "join-range": lambda h, c: scenario_join(h, c, "range"),
+    "join-roundrobin": lambda h, c: scenario_join(h, c, "roundrobin"),
+    "join-cooperative-sticky": lambda h, c: scenario_join(h, c, "cooperative-sticky"),
+    "leave": scenario_leave,
+    "crash": scenario_crash,
+    "slow-member": scenario_slow,
+    "server-restart": scenario_restart,
+    "static-membership": scenario_static,
+}
+
+
+# ------------------------------------------------------------------------------------ mixed groups
+
+MIXED = {
+    "range": ["kafka-python", "confluent-kafka", "aiokafka", "kcat"],
+    # kafkajs's RoundRobinAssigner renamed "roundrobin" (same algorithm) so that it can join the vote.
+    "roundrobin": ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs"],
+}
+
+
+@pytest.mark.parametrize("assignor", sorted(MIXED), ids=[f"mixed:{a}" for a in sorted(MIXED)])
+def test_mixed_group(harness: Harness, assignor: str) -> None:
+    h = harness
+    h._record("client", "+".join(MIXED[assignor]))
+    h._record("scenario", f"mixed-{assignor}")
+    members = []
+    for i, client in enumerate(MIXED[assignor]):
+        extra = {"protocol_name": "roundrobin"} if client == "kafkajs" else {}
+        members.append(h.start(client, f"{client}-{i}", group="interop", assignor=assignor,
+                               session_timeout_ms=6000, **extra))
+    h.wait_partitioned(members, timeout_s=45, what="the mixed group")
+    assert {e.get("protocol") for e in join_completions(h)} == {assignor}
+    # One leaves (LeaveGroup), one crashes: the rest still split the topic.
+    assert members[-1].terminate() == 0, members[-1].describe()
+    members[1].kill9()
+    rest = [m for m in members if m.alive]
+    h.wait_partitioned(rest, timeout_s=30, what="the mixed group after a leave and a crash")
+    assert frozenset().union(*(m.owned for m in rest)) == ALL
+    assert_never_shared(h, rest)
