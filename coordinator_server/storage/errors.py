@@ -28,9 +28,11 @@ class CorruptLogError(Exception):
         self.reason = reason
         super().__init__(
             f"corrupt log segment {self.path} at byte position {position}: {reason}. "
-            "Nothing was changed on disk. The file is a Kafka v2 record-batch log segment; an operator can "
-            f"inspect it (e.g. kafka-dump-log.sh --offsets-decoder --files {self.path}) and, after "
-            "inspection, move the segment aside to start without the records it holds."
+            "Nothing was changed on disk. `coordinator-server repair-log "
+            f"{self.path.parent}` verifies every batch and reports the first bad one; with --truncate it "
+            "backs the affected files up and cuts the log there, losing the records from that batch on. "
+            f"Alternatively inspect the file (kafka-dump-log.sh --offsets-decoder --files {self.path}) and "
+            "move the segment aside to start without the records it holds."
         )
 
 

@@ -1,34 +1,27 @@
-"""One `__consumer_offsets` partition as Kafka log segments of v2 record batches (style.md §11).
+"""One partition's log: Kafka segments of v2 record batches with sparse offset indexes (style.md §11).
 
 Theory of operation
 -------------------
-The directory `<data_dir>/__consumer_offsets-<p>/` holds segment files named `%020d.log` after the offset
-of their first batch, exactly as Kafka names them, and each holds Kafka v2 record batches (magic 2,
-CRC32C), so `kafka-dump-log.sh` can read them. Only the last segment is written to; it rolls to a new
-one when the next batch would take it past `segment_bytes`.
+The directory `<data_dir>/__consumer_offsets-<p>/` (or `<topic>-<p>/`) holds segment files named
+`%020d.log` after their base offset, exactly as Kafka names them, each with a `%020d.index` (see
+`storage.segment` for every file). Only the last (active) segment is written to; it rolls to a new one
+when the next batch would take it past `segment_bytes` (Kafka's segment.bytes), when the batch's
+timestamp is more than `segment_ms` (log.roll.ms) past the segment's first batch, or when an offset would
+not fit the index's int32 relative offset.
 
-Every append is one batch and one write at the end of the active segment. A crash can therefore only
-leave a *torn tail*: a part of the last batch, or zero bytes the file system allocated but never filled.
-Recovery on open walks every batch of every segment and checks its header, its CRC and its offsets:
+Every append is one batch and one write at the end of the active segment, so a crash can only leave a
+torn tail. `open` runs `storage.recovery`: segments below the recovery point are trusted (index loaded,
+no CRC scan), the rest are scanned and a torn tail truncated; a bad batch anywhere else is
+`CorruptLogError` and nothing on disk changes.
 
-* a bad batch at the end of the last segment (short, failing its CRC, or zeros), with nothing that
-  parses as a valid batch after it, is a torn tail: the file is truncated to the last good batch, with a
-  warning;
-* anything else is corruption: a bad batch in an earlier segment, one followed by a valid batch, or a
-  whole batch with a valid CRC that is wrong anyway (offsets, record structure), which no torn write
-  produces. `CorruptLogError` names the file and byte position, and nothing on disk is changed.
+Memory: the active segment keeps its sparse index (one entry per 4 KiB) in memory; a sealed segment
+keeps only a few numbers and looks offsets up in its index file. A read at an offset seeks to the
+indexed position at or before it and walks at most ~4 KiB of batch headers.
 
-Nothing is ever skipped. Within a segment, batch offsets must be contiguous (this writer never leaves a
-gap, and BaseOffset is not covered by the CRC, so a gap means a damaged header); across segments, a later
-segment may start past the end of the previous one, so an operator who moved a damaged segment aside can
-still start.
-
-The same machinery serves the topic store (`coordinator_server.topics`): `open_dir` opens any
-`<data_dir>/<topic>-<partition>/`, `append_batches` writes client batches as they came (only BaseOffset
-and PartitionLeaderEpoch, both outside the CRC, are rewritten), and recovery of such a log is *shallow*:
-header, length, CRC and offsets of every batch, without decoding (or decompressing) its records. Every
-segment keeps an in-memory index of its batches (last offset, position, max timestamp), rebuilt by
-recovery, which fetch, list-offsets and retention use instead of Kafka's .index/.timeindex files.
+The same machinery serves the topic store (`coordinator_server.topics`): `open_dir` opens any partition
+directory, `append_batches` writes client batches as they came (only BaseOffset and
+PartitionLeaderEpoch, both outside the CRC, are rewritten), and recovery of such a log is *shallow*
+(header, length, CRC and offsets, without decoding records).
 
 System calls that decide durability go through `FileIO`, a seam tests use to count fsyncs and inject
 write errors. No clocks here: the caller passes each batch's timestamp.
@@ -37,46 +30,50 @@ from __future__ import annotations
 
 import bisect
 import os
-import re
-import struct
-import sys
-import warnings
-from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
 
 import structlog
 
+from coordinator_server.storage.batch import (
+    BASE_OFFSET,
+    HEADER_SIZE,
+    LEADER_EPOCH,
+    LEADER_EPOCH_POS,
+    LOG_OVERHEAD,
+    BadBatch,
+    BatchInfo,
+    DefaultRecordBatch,
+    LogRecord,
+    batch_records,
+    build_batch,
+    check_batch,
+    read_records,
+    walk_headers,
+)
 from coordinator_server.storage.errors import CorruptLogError
-
-# Importing kafka loads kafka-python's JSON specs through importlib.resources calls deprecated since
-# Python 3.11; that warning is about kafka-python, and `filterwarnings = error` would fail the import.
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message=r"(read_text|open_text|open_binary) is deprecated",
-                            category=DeprecationWarning)
-    from kafka.errors import CorruptRecordError
-    from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from coordinator_server.storage.index import DEFAULT_INDEX_INTERVAL_BYTES
+from coordinator_server.storage.recovery import RecoveryStats, complete_swaps, list_segments, recover
+from coordinator_server.storage.segment import (
+    Segment,
+    fsync_path,
+    read_cleaner_offset,
+    segment_name,
+    write_recovery_point,
+)
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_SEGMENT_BYTES = 104_857_600  # Kafka's offsets.topic.segment.bytes
-_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+DEFAULT_SEGMENT_MS = 604_800_000  # Kafka's log.roll.ms (log.roll.hours = 168)
+_MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
-_HEADER = DefaultRecordBatch.HEADER_STRUCT
-HEADER_SIZE = _HEADER.size  # 61 bytes: BaseOffset .. RecordsCount
-_LOG_OVERHEAD = 12  # BaseOffset int64 + Length int32: the bytes not counted by Length
-_MIN_LENGTH = HEADER_SIZE - _LOG_OVERHEAD
-_MAGIC_POS = 16  # BaseOffset(8) Length(4) PartitionLeaderEpoch(4)
-_BASE_OFFSET = struct.Struct(">q")
-_LEADER_EPOCH = struct.Struct(">i")
-_LEADER_EPOCH_POS = 12
-_NO_PRODUCER = -1
-
-
-def segment_name(base_offset: int) -> str:
-    return f"{base_offset:020d}.log"
+__all__ = [
+    "DEFAULT_SEGMENT_BYTES", "DEFAULT_SEGMENT_MS", "HEADER_SIZE", "BatchInfo", "DefaultRecordBatch", "FileIO",
+    "LogRecord", "PartitionLog", "SyncPlan", "batch_records", "build_batch", "check_batch", "partition_dir",
+    "segment_name",
+]
 
 
 def partition_dir(data_dir: Path, partition: int) -> Path:
@@ -92,171 +89,6 @@ class FileIO:
     fsync: Callable[[int], None] = os.fsync
 
 
-class LogRecord(NamedTuple):
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-
-
-class BatchInfo(NamedTuple):
-    """What a v2 batch header says, plus where the batch sits; enough for idempotence and indexing."""
-
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    position: int
-    size: int
-
-    @classmethod
-    def parse(cls, buf: bytes | bytearray | memoryview, position: int = 0) -> BatchInfo:
-        """The header at the start of `buf`; `position` is where the batch sits in its segment."""
-        (base, length, _epoch, _magic, _crc, _attrs, last_delta, _first_ts, max_ts, pid, p_epoch, base_seq,
-         _count) = _HEADER.unpack_from(buf, 0)
-        return cls(base, base + last_delta, max_ts, pid, p_epoch, base_seq, position, _LOG_OVERHEAD + length)
-
-    @property
-    def last_sequence(self) -> int:
-        if self.base_sequence < 0:
-            return -1
-        # Sequences wrap at Int32.MAX_VALUE (Kafka's DefaultRecordBatch.incrementSequence).
-        return (self.base_sequence + self.last_offset - self.base_offset) % (1 << 31)
-
-
-@dataclass
-class _Segment:
-    base_offset: int
-    path: Path
-    size: int
-    # One entry per batch, in file order: the index fetch and list-offsets search with bisect.
-    last_offsets: array[int] = field(default_factory=lambda: array("q"))
-    positions: array[int] = field(default_factory=lambda: array("q"))
-    max_timestamps: array[int] = field(default_factory=lambda: array("q"))
-    created_ms: int = 0  # file mtime at open, or when created: retention's age for an empty segment
-
-    def index(self, info: BatchInfo, position: int) -> None:
-        self.last_offsets.append(info.last_offset)
-        self.positions.append(position)
-        self.max_timestamps.append(info.max_timestamp)
-
-    @property
-    def largest_timestamp(self) -> int:
-        return max(self.max_timestamps, default=-1)
-
-
-class _BadBatch(Exception):
-    """Why the batch at a position is not a good batch. `complete` when it is whole and passes its CRC
-    (so it was written like that or damaged outside the CRC) and thus cannot be a torn write."""
-
-    def __init__(self, reason: str, complete: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.complete = complete
-
-
-@dataclass
-class _ScanResult:
-    good_end: int  # byte position after the last good batch
-    next_offset: int
-    bad: _BadBatch | None = None
-
-
-def build_batch(records: Sequence[tuple[bytes, bytes | None]], base_offset: int, timestamp_ms: int) -> bytes:
-    """One uncompressed, non-transactional v2 batch, as Kafka's coordinator writes them."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False, producer_id=_NO_PRODUCER,
-        producer_epoch=-1, base_sequence=-1, batch_size=sys.maxsize,
-    )
-    for delta, (key, value) in enumerate(records):
-        if builder.append(delta, timestamp=timestamp_ms, key=key, value=value, headers=[]) is None:
-            raise AssertionError("record batch builder refused a record")  # batch_size is unbounded
-    buf = builder.build()
-    # The builder leaves BaseOffset 0 for a broker to fill in; it is outside the CRC.
-    _BASE_OFFSET.pack_into(buf, 0, base_offset)
-    return bytes(buf)
-
-
-def check_batch(buf: bytes, expected_offset: int | None) -> DefaultRecordBatch:
-    """Validate one whole batch (header, CRC, record structure, offsets); raises _BadBatch."""
-    base_offset, length, _epoch, magic = _HEADER.unpack_from(buf)[:4]
-    if magic != 2:
-        raise _BadBatch(f"magic {magic}, expected 2")
-    if length < _MIN_LENGTH or len(buf) != _LOG_OVERHEAD + length:
-        raise _BadBatch(f"batch length {length} is invalid")
-    batch = DefaultRecordBatch(buf)
-    if not batch.validate_crc():
-        raise _BadBatch("CRC32C mismatch")
-    if expected_offset is not None and base_offset != expected_offset:
-        raise _BadBatch(f"base offset {base_offset}, expected {expected_offset}", complete=True)
-    if batch.is_control_batch or batch.is_transactional:
-        # This server writes neither; reading them as plain records would apply aborted data.
-        raise _BadBatch("transactional or control batch, which this server does not read", complete=True)
-    count = batch.records_count
-    if count < 1 or batch.last_offset_delta != count - 1:
-        raise _BadBatch(f"{count} records with last offset delta {batch.last_offset_delta}", complete=True)
-    return batch
-
-
-def batch_records(batch: DefaultRecordBatch) -> list[LogRecord]:
-    try:
-        out = [LogRecord(r.offset, r.timestamp, r.key, r.value) for r in batch]
-    except CorruptRecordError as e:
-        raise _BadBatch(f"records do not parse: {e}", complete=True) from e
-    for i, r in enumerate(out):
-        if r.offset != batch.base_offset + i:
-            raise _BadBatch(f"record {i} has offset {r.offset}, expected {batch.base_offset + i}",
-                            complete=True)
-    return out
-
-
-def _read_batch(f: BinaryIO, pos: int, file_size: int, expected_offset: int, deep: bool = True) -> BatchInfo:
-    """The good batch at `pos`; raises _BadBatch when there is none. `deep` also decodes its records."""
-    if file_size - pos < HEADER_SIZE:
-        raise _BadBatch(f"{file_size - pos} bytes left, less than a batch header")
-    f.seek(pos)
-    header = f.read(HEADER_SIZE)
-    length = struct.unpack_from(">i", header, 8)[0]
-    magic = header[_MAGIC_POS]
-    if magic != 2:
-        raise _BadBatch(f"magic {magic}, expected 2")
-    if length < _MIN_LENGTH:
-        raise _BadBatch(f"batch length {length} is less than the minimum {_MIN_LENGTH}")
-    if pos + _LOG_OVERHEAD + length > file_size:
-        raise _BadBatch(f"batch of {_LOG_OVERHEAD + length} bytes runs past the end of the file")
-    buf = header + f.read(_LOG_OVERHEAD + length - HEADER_SIZE)
-    batch = check_batch(buf, expected_offset)
-    if deep:
-        batch_records(batch)
-    return BatchInfo.parse(buf, pos)
-
-
-def _valid_batch_after(f: BinaryIO, start: int, file_size: int) -> int | None:
-    """Position of the first byte at or after `start` where a CRC-valid batch begins, if any.
-
-    Only asked about the last segment's tail after a bad batch: a valid batch there means the bad one is
-    damage in the middle of the log, not a torn write. An error path, so a byte-by-byte scan is fine.
-    """
-    if file_size - start < HEADER_SIZE:
-        return None
-    f.seek(start)
-    data = f.read(file_size - start)
-    for i in range(len(data) - HEADER_SIZE + 1):
-        if data[i + _MAGIC_POS] != 2:
-            continue
-        length = struct.unpack_from(">i", data, i + 8)[0]
-        if length < _MIN_LENGTH or i + _LOG_OVERHEAD + length > len(data):
-            continue
-        try:
-            check_batch(data[i:i + _LOG_OVERHEAD + length], None)
-        except _BadBatch:
-            continue
-        return start + i
-    return None
-
-
 @dataclass
 class SyncPlan:
     """fsyncs taken from a PartitionLog by `take_sync_plan`, to run in an I/O thread. Runs once."""
@@ -265,6 +97,10 @@ class SyncPlan:
     rolled_fds: list[int]  # fsynced, then closed
     active_fd: int  # a dup: fsynced, then closed
     dirs: list[Path]
+    indexes: list[Path] = field(default_factory=list)  # sealed segments' index files
+    # (directory, offset): the recovery point to write once everything above is durable.
+    checkpoint: tuple[Path, int] | None = None
+    on_done: Callable[[], None] | None = None
 
     def run(self) -> None:
         try:
@@ -280,48 +116,81 @@ class SyncPlan:
         finally:
             for fd in [*self.rolled_fds, self.active_fd]:
                 os.close(fd)
+        _advance_recovery_point(self.indexes, self.checkpoint)
+        if self.on_done is not None:
+            self.on_done()
+
+
+def _advance_recovery_point(indexes: list[Path], checkpoint: tuple[Path, int] | None) -> None:
+    """After the segments below `checkpoint` are durable: fsync their indexes, then the checkpoint. A
+    failure here only costs a longer recovery (the segments get scanned), so it is logged, not raised."""
+    try:
+        for path in indexes:
+            if path.exists():
+                fsync_path(path)
+        if checkpoint is not None:
+            write_recovery_point(*checkpoint)
+    except OSError as e:
+        log.warning("recovery_point_not_written", error=str(e))
 
 
 class PartitionLog:
-    """The segments of one `__consumer_offsets` partition; synchronous, plain file I/O, one writer."""
+    """The segments of one partition; synchronous, plain file I/O, one writer."""
 
     def __init__(self, directory: Path, partition: int, segment_bytes: int, file_io: FileIO,
-                 segments: list[_Segment], next_offset: int) -> None:
+                 segments: list[Segment], next_offset: int, *, segment_ms: int = DEFAULT_SEGMENT_MS,
+                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> None:
         self.directory = directory
         self.partition = partition
         self.segment_bytes = segment_bytes
+        self.segment_ms = segment_ms
+        self.index_interval_bytes = index_interval_bytes
         self.file_io = file_io
         self._segments = segments
         self._next_offset = next_offset
         self._fd = -1
         self._unsynced_fds: list[int] = []  # rolled-away segments whose last writes are not fsynced yet
+        self._unsynced_indexes: list[Path] = []  # their index files
+        self._pending_recovery_point: int | None = None  # to checkpoint once the rolled segments are synced
         # Directories whose entries changed (a segment or the partition directory was created) since the
         # last sync: their fsync makes the new names durable, not just the file contents.
         self._dirty_dirs: set[Path] = set()
+        self._writes = 0  # batches written; `_synced_writes` of them are covered by a completed sync
+        self._synced_writes = 0
+        # Below this offset the cleaner rewrote the segments: batches there may skip offsets.
+        self.cleaner_offset = read_cleaner_offset(directory)
+        self.recovery_stats = RecoveryStats()
         # Set when the file could not be put back after a failed write: no more appends until reopened.
         self.failed: OSError | None = None
 
     @classmethod
     def open(cls, directory: Path, partition: int, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-             file_io: FileIO | None = None) -> PartitionLog:
+             file_io: FileIO | None = None, **kwargs: int) -> PartitionLog:
         """Open (creating if needed) `<directory>/__consumer_offsets-<partition>/` and run recovery."""
-        return cls.open_dir(partition_dir(Path(directory), partition), partition, segment_bytes, file_io)
+        return cls.open_dir(partition_dir(Path(directory), partition), partition, segment_bytes, file_io, **kwargs)
 
     @classmethod
     def open_dir(cls, pdir: Path, partition: int, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                 file_io: FileIO | None = None, *, deep: bool = True) -> PartitionLog:
+                 file_io: FileIO | None = None, *, deep: bool = True, segment_ms: int = DEFAULT_SEGMENT_MS,
+                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> PartitionLog:
         """Open (creating if needed) the partition directory `pdir` and run recovery; `deep=False` checks
         batch headers and CRCs but does not decode records (client batches of a topic)."""
         created = not pdir.exists()
         pdir.mkdir(parents=True, exist_ok=True)
-        segments = _list_segments(pdir)
-        next_offset = _recover(segments, deep)  # raises CorruptLogError before changing anything
-        self = cls(pdir, partition, segment_bytes, file_io or FileIO(), segments, next_offset)
+        complete_swaps(pdir)
+        segments = list_segments(pdir, index_interval_bytes)
+        next_offset, stats = recover(pdir, segments, deep)  # raises CorruptLogError before changing anything
+        self = cls(pdir, partition, segment_bytes, file_io or FileIO(), segments, next_offset,
+                   segment_ms=segment_ms, index_interval_bytes=index_interval_bytes)
+        self.recovery_stats = stats
         if not segments:
             self._create_segment(0)
         if created:
             self._dirty_dirs.add(pdir.parent)
         self._fd = os.open(self._segments[-1].path, os.O_RDWR)
+        # Every segment before the active one is now verified (or was trusted) and durable; this also
+        # drops a clean-shutdown mark, which must not outlive the appends this run will make.
+        write_recovery_point(pdir, self._segments[-1].base_offset)
         return self
 
     @property
@@ -361,8 +230,8 @@ class PartitionLog:
         for raw in batches:
             batch = bytearray(raw)
             base = self._next_offset
-            _BASE_OFFSET.pack_into(batch, 0, base)
-            _LEADER_EPOCH.pack_into(batch, _LEADER_EPOCH_POS, 0)
+            BASE_OFFSET.pack_into(batch, 0, base)
+            LEADER_EPOCH.pack_into(batch, LEADER_EPOCH_POS, 0)
             self._write_batch(batch)
             bases.append(base)
         return bases
@@ -370,7 +239,7 @@ class PartitionLog:
     def _write_batch(self, batch: bytes | bytearray) -> None:
         info = BatchInfo.parse(batch)
         active = self._segments[-1]
-        if active.size > 0 and active.size + len(batch) > self.segment_bytes:
+        if active.size > 0 and self._should_roll(active, info, len(batch)):
             self._roll()
             active = self._segments[-1]
         start = active.size
@@ -382,11 +251,21 @@ class PartitionLog:
             self._truncate_after_failed_write(start)
             raise
         active.size = start + len(batch)
-        active.index(info, start)
+        active.on_batch(info, start)
         self._next_offset = info.last_offset + 1
+        self._writes += 1
+
+    def _should_roll(self, active: Segment, info: BatchInfo, size: int) -> bool:
+        # Kafka's LogSegment.shouldRoll: size, time since the segment's first batch (by the batches' own
+        # timestamps, so no clock), and a relative offset that would not fit the index's int32.
+        return (active.size + size > self.segment_bytes
+                or (active.first_timestamp >= 0 and info.max_timestamp - active.first_timestamp > self.segment_ms)
+                or info.last_offset - active.base_offset > _MAX_RELATIVE_OFFSET)
 
     def sync(self) -> None:
-        """fsync what was written: rolled-away segments, the active one, and the directory after a roll."""
+        """fsync what was written: rolled-away segments, the active one, and the directory after a roll;
+        then move the recovery point past the rolled segments."""
+        writes = self._writes
         while self._unsynced_fds:
             fd = self._unsynced_fds[0]
             self.file_io.fsync(fd)
@@ -400,31 +279,56 @@ class PartitionLog:
             finally:
                 os.close(dfd)
             self._dirty_dirs.discard(d)
+        indexes, self._unsynced_indexes = self._unsynced_indexes, []
+        checkpoint = self._take_checkpoint()
+        _advance_recovery_point(indexes, checkpoint)
+        self._synced_writes = max(self._synced_writes, writes)
+
+    def take_sync_plan(self) -> SyncPlan:
+        """What a sync must fsync to cover every write made so far, for another thread to run while this
+        one keeps appending. The plan owns its file descriptors (a dup of the active one)."""
+        writes = self._writes
+
+        def done() -> None:  # in the I/O thread; a plain attribute store the loop reads later
+            self._synced_writes = max(self._synced_writes, writes)
+
+        plan = SyncPlan(self.file_io, self._unsynced_fds, os.dup(self._fd), sorted(
+            self._dirty_dirs, key=lambda p: len(p.parts), reverse=True), self._unsynced_indexes,
+            self._take_checkpoint(), done)
+        self._unsynced_fds = []
+        self._unsynced_indexes = []
+        self._dirty_dirs = set()
+        return plan
+
+    def _take_checkpoint(self) -> tuple[Path, int] | None:
+        rp, self._pending_recovery_point = self._pending_recovery_point, None
+        return None if rp is None else (self.directory, rp)
 
     def read(self) -> Iterator[LogRecord]:
         """Every record, in offset order, up to the end of the log as it is when this is called.
 
-        The CRCs were checked by recovery on open; this re-checks the structure but not the CRC, which
-        costs as much again with kafka-python's pure-Python CRC32C.
+        Each batch is CRC-checked exactly once per start: segments scanned by recovery are not checked
+        again, trusted ones (never read at open) are checked here. Structure and offsets are re-checked.
         """
-        snapshot = [(s.path, s.size) for s in self._segments]
-        for path, size in snapshot:
+        snapshot = [(s.path, s.size, s.verified, s.base_offset < self.cleaner_offset) for s in self._segments]
+        expected = self._segments[0].base_offset if self._segments else 0
+        for path, size, verified, gaps in snapshot:
             with open(path, "rb") as f:
-                pos = 0
-                while pos < size:
-                    f.seek(pos)
-                    header = f.read(HEADER_SIZE)
-                    length = struct.unpack_from(">i", header, 8)[0] if len(header) == HEADER_SIZE else -1
-                    if length < _MIN_LENGTH or pos + _LOG_OVERHEAD + length > size:
-                        raise CorruptLogError(path, pos, "batch changed on disk after recovery")
-                    buf = header + f.read(_LOG_OVERHEAD + length - HEADER_SIZE)
-                    try:
-                        yield from batch_records(DefaultRecordBatch(buf))
-                    except _BadBatch as e:
-                        raise CorruptLogError(path, pos, e.reason) from e
-                    pos += _LOG_OVERHEAD + length
+                try:
+                    for pos, raw in read_records(f, size):
+                        try:
+                            batch = DefaultRecordBatch(raw) if verified else check_batch(raw, expected, gaps=True)
+                            # Offsets only increase; without compaction, contiguously within a segment.
+                            if batch.base_offset < expected or (not gaps and pos > 0 and batch.base_offset != expected):
+                                raise BadBatch(f"base offset {batch.base_offset}, expected {expected}")
+                            yield from batch_records(batch, gaps)
+                        except BadBatch as e:
+                            raise CorruptLogError(path, pos, e.reason) from e
+                        expected = batch.base_offset + batch.last_offset_delta + 1
+                except BadBatch as e:
+                    raise CorruptLogError(path, 0, f"batch changed on disk after recovery: {e.reason}") from e
 
-    # -- the topic store's reads (the index is in memory; see the module docstring) --
+    # -- the topic store's reads (see the module docstring for the index) --
 
     @property
     def is_open(self) -> bool:
@@ -444,53 +348,55 @@ class PartitionLog:
         located = self._locate(offset)
         if located is None:
             return b""
-        seg, i = located
-        start = seg.positions[i]
-        end = start
-        n = len(seg.positions)
-        while i < n:
-            batch_end = seg.positions[i + 1] if i + 1 < n else seg.size
-            if batch_end - start > max_bytes and not (min_one and end == start):
-                break
-            end = batch_end
-            i += 1
-        if end == start:
-            return b""
+        seg, info = located
         with open(seg.path, "rb") as f:
-            return os.pread(f.fileno(), end - start, start)
+            buf = os.pread(f.fileno(), max(0, min(max_bytes, seg.size - info.position)), info.position)
+            end = 0
+            while end + LOG_OVERHEAD <= len(buf):
+                total = LOG_OVERHEAD + int.from_bytes(buf[end + 8:end + 12], "big", signed=True)
+                if end + total > len(buf):
+                    break
+                end += total
+            if end == 0:
+                return os.pread(f.fileno(), info.size, info.position) if min_one else b""
+            return buf[:end]
 
     def batch_at(self, offset: int) -> bytes | None:
         """The one whole batch holding `offset`, or None past the end."""
         located = self._locate(offset)
         if located is None:
             return None
-        seg, i = located
-        end = seg.positions[i + 1] if i + 1 < len(seg.positions) else seg.size
+        seg, info = located
         with open(seg.path, "rb") as f:
-            return os.pread(f.fileno(), end - seg.positions[i], seg.positions[i])
+            return os.pread(f.fileno(), info.size, info.position)
 
     def first_batch_with_timestamp(self, timestamp_ms: int) -> int | None:
         """Base offset of the first batch whose max timestamp is >= timestamp_ms (Kafka's time index
         lookup at batch granularity), or None."""
-        for seg in self._segments:
-            if seg.largest_timestamp < timestamp_ms:
+        for seg in list(self._segments):
+            if self._max_timestamp(seg) < timestamp_ms:
                 continue
-            for i, ts in enumerate(seg.max_timestamps):
-                if ts >= timestamp_ms:
-                    return self._batch_base(seg, i)
+            for info in self._headers(seg):
+                if info.max_timestamp >= timestamp_ms:
+                    return info.base_offset
         return None
 
     def batch_infos(self) -> Iterator[BatchInfo]:
         """Every batch header in log order, read from disk (startup: producer state is rebuilt from it)."""
         for seg in list(self._segments):
-            with open(seg.path, "rb") as f:
-                for pos in seg.positions:
-                    yield BatchInfo.parse(os.pread(f.fileno(), HEADER_SIZE, pos), pos)
+            known = seg.max_timestamp is not None
+            best, best_base = -1, -1
+            for info in self._headers(seg):
+                if info.max_timestamp > best:
+                    best, best_base = info.max_timestamp, info.base_offset
+                yield info
+            if not known and seg.size:
+                seg.max_timestamp, seg.max_timestamp_base = best, best_base
 
     def segment_stats(self) -> list[tuple[int, int, int]]:
         """(base offset, size in bytes, largest timestamp or the file's mtime if it has no batch) per
         segment, oldest first: what retention decides on."""
-        return [(s.base_offset, s.size, s.largest_timestamp if len(s.positions) else s.created_ms)
+        return [(s.base_offset, s.size, self._max_timestamp(s) if s.size else s.created_ms)
                 for s in self._segments]
 
     def delete_oldest_segments(self, count: int) -> int:
@@ -502,53 +408,65 @@ class PartitionLog:
             # Kafka renames to .deleted first and deletes later; a fetch here reads synchronously on the
             # same thread, so nothing can have the file open mid-read and a plain unlink is enough.
             seg.path.unlink(missing_ok=True)
+            seg.index.path.unlink(missing_ok=True)
             self._dirty_dirs.add(self.directory)
         return max(0, count)
-
-    def take_sync_plan(self) -> SyncPlan:
-        """What a sync must fsync to cover every write made so far, for another thread to run while this
-        one keeps appending. The plan owns its file descriptors (a dup of the active one)."""
-        plan = SyncPlan(self.file_io, self._unsynced_fds, os.dup(self._fd), sorted(
-            self._dirty_dirs, key=lambda p: len(p.parts), reverse=True))
-        self._unsynced_fds = []
-        self._dirty_dirs = set()
-        return plan
 
     def bytes_from(self, offset: int) -> int:
         """How many bytes of batches a fetch at `offset` could return (0 at or past the end)."""
         located = self._locate(offset)
         if located is None:
             return 0
-        seg, i = located
+        seg, info = located
         later = self._segments[self._segments.index(seg) + 1:]
-        return seg.size - seg.positions[i] + sum(s.size for s in later)
+        return seg.size - info.position + sum(s.size for s in later)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(base offset, max timestamp) of the first batch holding the log's largest timestamp."""
         best: tuple[int, int] | None = None
-        for seg in self._segments:
-            for i, ts in enumerate(seg.max_timestamps):
-                if best is None or ts > best[1]:
-                    best = (self._batch_base(seg, i), ts)
+        for seg in list(self._segments):
+            if seg.size and (best is None or self._max_timestamp(seg) > best[1]):
+                best = (seg.max_timestamp_base, self._max_timestamp(seg))
         return best
 
-    def _locate(self, offset: int) -> tuple[_Segment, int] | None:
-        """(segment, batch index) of the batch holding `offset`, or the first one after it (a gap)."""
+    def _max_timestamp(self, seg: Segment) -> int:
+        """The segment's largest timestamp (-1 if empty), read from its batch headers the first time."""
+        if seg.max_timestamp is None:
+            best, best_base = -1, -1
+            for info in self._headers(seg):
+                if info.max_timestamp > best:
+                    best, best_base = info.max_timestamp, info.base_offset
+            seg.max_timestamp, seg.max_timestamp_base = best, best_base
+        return seg.max_timestamp
+
+    def _headers(self, seg: Segment, start: int = 0) -> Iterator[BatchInfo]:
+        size = seg.size
+        with open(seg.path, "rb") as f:
+            try:
+                yield from walk_headers(f.fileno(), start, size)
+            except BadBatch as e:
+                raise CorruptLogError(seg.path, start, f"batch changed on disk after recovery: {e.reason}") from e
+
+    def _locate(self, offset: int) -> tuple[Segment, BatchInfo] | None:
+        """The segment and header of the batch holding `offset`, or of the first one after it (a gap):
+        the index gives a position at or before it, then at most ~4 KiB of headers are walked."""
         if offset >= self._next_offset:
             return None
         segs = self._segments
         k = max(0, bisect.bisect_right([s.base_offset for s in segs], offset) - 1)
         for seg in segs[k:]:
-            i = bisect.bisect_left(seg.last_offsets, offset)
-            if i < len(seg.last_offsets):
-                return seg, i
+            start = seg.index.lookup(offset) if seg.base_offset <= offset else 0
+            for info in self._headers(seg, start):
+                if info.last_offset >= offset:
+                    return seg, info
         return None
 
-    @staticmethod
-    def _batch_base(seg: _Segment, i: int) -> int:
-        return seg.last_offsets[i - 1] + 1 if i > 0 else seg.base_offset
-
-    def close(self) -> None:
+    def close(self, clean: bool = True) -> None:
+        """Close the files. When `clean` and every write was fsynced, mark the shutdown clean: the active
+        segment's index is written and the recovery point covers it too, so the next open scans nothing."""
+        if clean and self._fd >= 0 and self.failed is None and not self._unsynced_fds \
+                and self._synced_writes == self._writes:
+            self._write_clean_mark()
         for fd in self._unsynced_fds:
             os.close(fd)
         self._unsynced_fds.clear()
@@ -556,20 +474,42 @@ class PartitionLog:
             os.close(self._fd)
             self._fd = -1
 
+    def _write_clean_mark(self) -> None:
+        active = self._segments[-1]
+        try:
+            active.index.write_file()
+            fsync_path(active.index.path)
+            write_recovery_point(self.directory, active.base_offset, (active.base_offset, active.size))
+        except OSError as e:
+            log.warning("clean_shutdown_mark_not_written", dir=str(self.directory), error=str(e))
+
     # -- internals --
 
     def _create_segment(self, base_offset: int) -> None:
         path = self.directory / segment_name(base_offset)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         os.close(fd)
-        self._segments.append(_Segment(base_offset, path, 0, created_ms=path.stat().st_mtime_ns // 1_000_000))
+        seg = Segment.at(self.directory, base_offset, 0, path.stat().st_mtime_ns // 1_000_000,
+                         self.index_interval_bytes)
+        seg.index.path.unlink(missing_ok=True)  # a leftover of a segment deleted or cleaned away
+        self._segments.append(seg)
         self._dirty_dirs.add(self.directory)
 
     def _roll(self) -> None:
+        old = self._segments[-1]
         self._create_segment(self._next_offset)  # first: a failure here leaves the old segment active
         # The old segment's last writes may not be on disk yet: the next sync() fsyncs it before closing.
         self._unsynced_fds.append(self._fd)
         self._fd = os.open(self._segments[-1].path, os.O_RDWR)
+        try:
+            old.index.write_file()
+            self._unsynced_indexes.append(old.index.path)
+        except OSError as e:
+            # Only costs time: without a usable index the segment is scanned at the next start.
+            old.index.path.unlink(missing_ok=True)
+            log.warning("segment_index_not_written", file=str(old.index.path), error=str(e))
+        old.index.seal()
+        self._pending_recovery_point = self._segments[-1].base_offset
 
     def _truncate_after_failed_write(self, size: int) -> None:
         try:
@@ -580,66 +520,14 @@ class PartitionLog:
             self.failed = e
             log.error("log_truncate_failed", file=str(self._segments[-1].path), position=size, error=str(e))
 
+    # -- the cleaner's access (storage.compaction) --
 
-def _list_segments(pdir: Path) -> list[_Segment]:
-    segments = []
-    for p in pdir.iterdir():
-        m = _SEGMENT_NAME.match(p.name)
-        if m:
-            st = p.stat()
-            segments.append(_Segment(int(m.group(1)), p, st.st_size, created_ms=st.st_mtime_ns // 1_000_000))
-        elif p.name.endswith(".log"):
-            log.warning("log_file_ignored", file=str(p), reason="not named like a segment (%020d.log)")
-    segments.sort(key=lambda s: s.base_offset)
-    return segments
+    def sealed_segments(self) -> list[Segment]:
+        """The segments the cleaner may read: all but the active one (immutable once rolled)."""
+        return list(self._segments[:-1])
 
-
-def _recover(segments: list[_Segment], deep: bool = True) -> int:
-    """Check every batch; truncate a torn tail of the last segment. Returns the log's next offset."""
-    next_offset = segments[0].base_offset if segments else 0
-    scans: list[_ScanResult] = []
-    for i, seg in enumerate(segments):
-        if seg.base_offset < next_offset:
-            raise CorruptLogError(seg.path, 0, f"segment starts at offset {seg.base_offset}, before the end "
-                                  f"({next_offset}) of the previous segment")
-        scan = _scan_segment(seg, is_last=i == len(segments) - 1, deep=deep)
-        scans.append(scan)
-        next_offset = scan.next_offset
-    # Only now, with every segment checked, change anything on disk.
-    if segments and scans[-1].bad is not None:
-        seg, scan = segments[-1], scans[-1]
-        assert scan.bad is not None
-        with open(seg.path, "r+b") as f:
-            f.truncate(scan.good_end)
-            f.flush()
-            os.fsync(f.fileno())
-        log.warning("torn_tail_truncated", file=str(seg.path), position=scan.good_end,
-                    bytes=seg.size - scan.good_end, reason=scan.bad.reason)
-        seg.size = scan.good_end
-    return next_offset
-
-
-def _scan_segment(seg: _Segment, is_last: bool, deep: bool = True) -> _ScanResult:
-    pos, expected = 0, seg.base_offset
-    with open(seg.path, "rb") as f:
-        while pos < seg.size:
-            try:
-                info = _read_batch(f, pos, seg.size, expected, deep)
-            except _BadBatch as bad:
-                if not is_last:
-                    raise CorruptLogError(seg.path, pos, f"{bad.reason} (in a segment that is not the last, "
-                                          "so it cannot be a torn write)") from None
-                if bad.complete:
-                    raise CorruptLogError(seg.path, pos, f"{bad.reason} (in a whole batch with a valid CRC, "
-                                          "so it cannot be a torn write)") from None
-                # Even a batch that seems to run past the end is checked for valid data after it: a damaged
-                # Length field in the middle of the log looks just like a torn write.
-                valid_at = _valid_batch_after(f, pos + 1, seg.size)
-                if valid_at is not None:
-                    raise CorruptLogError(seg.path, pos, f"{bad.reason}, with a valid batch after it at byte "
-                                          f"{valid_at}") from None
-                return _ScanResult(pos, expected, bad)
-            seg.index(info, pos)
-            pos += info.size
-            expected = info.last_offset + 1
-    return _ScanResult(pos, expected)
+    def replace_segments(self, old: list[Segment], new: list[Segment]) -> None:
+        """Swap cleaned segments in for `old` in memory (the files were already swapped on disk)."""
+        first = self._segments.index(old[0])
+        assert self._segments[first:first + len(old)] == old, "the cleaned segments changed meanwhile"
+        self._segments[first:first + len(old)] = new

@@ -261,8 +261,28 @@ async def test_corrupt_partition_refuses_to_open_and_releases_the_lock(tmp_path:
     data = bytearray(segment.read_bytes())
     data[70] ^= 0xFF  # inside the first batch's CRC-covered bytes; two good batches follow
     segment.write_bytes(bytes(data))
+    (segment.parent / "recovery-point.checkpoint").unlink()  # as after a crash: the segment is scanned
     with pytest.raises(CorruptLogError) as info:
         CoordinatorLog.open(tmp_path, 2, ALWAYS)
     assert info.value.path == segment and info.value.position == 0
     with pytest.raises(CorruptLogError):  # not "in use": the failed open released the lock
         CoordinatorLog.open(tmp_path, 2, ALWAYS)
+
+
+async def test_corruption_in_a_trusted_segment_fails_replay_naming_file_and_position(tmp_path: Path) -> None:
+    # After a clean shutdown open trusts the segment and does not read it; replay CRC-checks each batch
+    # it reads from a trusted segment, so damage there still refuses the start, at replay.
+    log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
+    for i in range(3):
+        await log.append(0, [commit("g", i)], 1)
+    await log.close()
+    segment = tmp_path / "__consumer_offsets-0" / f"{0:020d}.log"
+    data = bytearray(segment.read_bytes())
+    second = int.from_bytes(data[8:12], "big") + 12
+    data[second + 70] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
+    with pytest.raises(CorruptLogError, match="CRC32C mismatch") as info:
+        list(log.replay(0))
+    assert (info.value.path, info.value.position) == (segment, second)
+    await log.close()
