@@ -38,6 +38,7 @@ import contextlib
 import json
 import os
 import queue
+import random
 import signal
 import socket
 import subprocess
@@ -57,10 +58,24 @@ SCRIPT = Path(__file__).resolve()
 
 
 def free_port() -> int:
-    """A port that was free a moment ago (the server is started on it, so a restart keeps it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port that was free a moment ago (the server is started on it, so a restart keeps it).
+
+    Picked *below* the kernel's ephemeral range: while the server is down, the clients keep connecting
+    to the port, and one whose own ephemeral port happened to be the same would connect to itself
+    (TCP simultaneous open) and keep the restarted server from binding."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(10_000, max(low, 10_001))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 # ===================================================================================== process side
