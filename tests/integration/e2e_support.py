@@ -535,6 +535,8 @@ class Outcome:
     end_offsets: dict[int, int]
     committed_after_restart: dict[int, int]
     timeline: list[tuple[float, str]]
+    mid_run_kill_at: float = 0.0  # time.time() just before the mid-run SIGKILL of the server
+    committed_after_mid_run_restart: dict[int, int] = field(default_factory=dict)
 
 
 def run_scenario(srv: ServerProcess, client: str, topic: str, sc: Scenario, ws: Workers,
@@ -569,10 +571,13 @@ def run_scenario(srv: ServerProcess, client: str, topic: str, sc: Scenario, ws: 
     mark("c2, c3 balanced")
 
     at(sc.server_kill_at)
+    kill_at = time.time()
     srv.kill9()
     mark(f"server killed with SIGKILL ({acked_count(producer)} acked)")
     srv.restart()
     mark("server restarted")
+    mid_run_committed, _ = read_committed(srv, ws.group, topic, sc.partitions)
+    mark("committed offsets read after the restart")
 
     at(sc.consumer_kill_at)
     c2.kill9()
@@ -614,7 +619,7 @@ def run_scenario(srv: ServerProcess, client: str, topic: str, sc: Scenario, ws: 
     mark("server killed and restarted after the run")
     committed, end_offsets = read_committed(srv, ws.group, topic, sc.partitions)
     mark("committed offsets read")
-    return Outcome(ws, produced, end_offsets, committed, timeline)
+    return Outcome(ws, produced, end_offsets, committed, timeline, kill_at, mid_run_committed)
 
 
 def verify(out: Outcome, partitions: int) -> dict[str, Any]:
@@ -632,7 +637,9 @@ def verify(out: Outcome, partitions: int) -> dict[str, Any]:
        rebalance that moved its partition (or, for a partition that stays put, past the commit before
        the rebalance). Commits acknowledged before the server's SIGKILL count too: acknowledged =>
        durable.
-    6. After the drain, the final commit() of each consumer, then SIGKILL and restart of the server:
+    6. Read right after the mid-run restart, the committed offset of every partition is at least every
+       commit of it acknowledged before the SIGKILL.
+    7. After the drain, the final commit() of each consumer, then SIGKILL and restart of the server:
        the committed offset of every partition is the last one acknowledged to any consumer, equals
        the final commit of its last owner, and equals the log end offset.
     """
@@ -684,6 +691,11 @@ def verify(out: Outcome, partitions: int) -> dict[str, Any]:
     for p in range(partitions):
         missing = [o for o in range(ends[p]) if (p, o) not in consumptions]
         assert not missing, f"partition {p}: {len(missing)} records never consumed, first {missing[:5]}"
+
+    for p, got in out.committed_after_mid_run_restart.items():
+        floor = acknowledged_before(p, out.mid_run_kill_at)
+        assert (got if got is not None else 0) >= floor, (
+            f"partition {p}: committed {got} after the mid-run restart, but {floor} was acknowledged before the kill")
 
     last_ack: dict[int, tuple[float, int]] = {}
     for t, p, o in commits:
