@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -234,6 +236,23 @@ class Harness:
 LOG_ROOT = REPO / "build" / "interop-logs"
 
 
+def fixed_port() -> int:
+    """A free port below the ephemeral range: restarted on it, the server cannot meet a client that, while
+    the server was down, connected to itself on that port (a TCP self-connect needs an ephemeral port)."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 12_000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
 @pytest.fixture
 def harness(server_factory: ServerFactory, request: pytest.FixtureRequest,  # noqa: F811
             record_property: Callable[[str, object], None]) -> Iterator[Harness]:
@@ -242,7 +261,7 @@ def harness(server_factory: ServerFactory, request: pytest.FixtureRequest,  # no
     shutil.rmtree(log_dir, ignore_errors=True)
     log_dir.mkdir(parents=True)
     srv = server_factory(initial_rebalance_delay_ms=0, min_session_timeout_ms=500, log_level="debug",
-                         topic=[f"{TOPIC}:{PARTITIONS}"])
+                         topic=[f"{TOPIC}:{PARTITIONS}"], port=fixed_port())
     h = Harness(srv, log_dir, record_property)
     try:
         yield h

@@ -82,7 +82,7 @@ def consume(args) -> None:  # type: ignore[no-untyped-def]
 def main() -> None:
     args = parse_args()
     emit("start", client="confluent-kafka",
-         version=f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})")
+         version=f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})")
     produce(args) if args.role == "producer" else consume(args)
 
 
