@@ -1,6 +1,13 @@
-"""The `coordinator-server` console script: config, logging, then `app.serve` under uvloop."""
+"""The `coordinator-server` console script.
+
+With no subcommand (flags only, or nothing) it starts the server: config, logging, then `app.serve` under
+uvloop, exactly as before subcommands existed, so `make run`, the Dockerfile and the tests keep working.
+A first argument naming a subcommand runs an operator tool instead (`groups`, `dump-log`); tools are
+imported only when asked for, so starting the server does not pay for them.
+"""
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -10,7 +17,7 @@ import structlog.tracebacks
 import uvloop
 
 from coordinator_server.app import StartupError, serve
-from coordinator_server.config import Config, load_config
+from coordinator_server.config import Config, render_toml, resolve_config
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "warn": logging.WARNING, "error": logging.ERROR}
@@ -60,10 +67,25 @@ def run(config: Config) -> int:
     return 0
 
 
+# Subcommand -> module with `main(argv) -> int`. Later tools (repair-log, users, acls) register here.
+SUBCOMMANDS: dict[str, str] = {
+    "groups": "coordinator_server.tools.groups",
+    "dump-log": "coordinator_server.tools.dump_log",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    config = load_config(argv)
-    configure_logging(config.log_format, config.log_level)
-    return run(config)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in SUBCOMMANDS:
+        tool = importlib.import_module(SUBCOMMANDS[args[0]])
+        code: int = tool.main(args[1:])
+        return code
+    loaded = resolve_config(args)
+    if loaded.print_config:
+        sys.stdout.write(render_toml(loaded))
+        return 0
+    configure_logging(loaded.config.log_format, loaded.config.log_level)
+    return run(loaded.config)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,20 @@
-"""One typed settings object. Precedence: command-line flag > COORDINATOR_* environment variable > default.
+"""One typed settings object. Precedence: command-line flag > COORDINATOR_* environment variable >
+`--config` TOML file > default.
 
-Defaults equal Apache Kafka's broker defaults (GroupCoordinatorConfig, SocketServerConfigs).
+Defaults equal Apache Kafka's broker defaults (GroupCoordinatorConfig, SocketServerConfigs). Every setting
+is declared once, in `_OPTIONS`; the flag, the environment variable and the TOML key (the attribute name,
+`topic` for `--topic`) all come from that one row, so a new flag is configurable all three ways at once.
 """
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import os
-from collections.abc import Sequence
+import tomllib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 INT32_MAX = 2_147_483_647
 
@@ -156,11 +163,55 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
 ]
 
 
+# What a `--config` file value must be, per option type: TOML has real types, so `port = "9092"` is an
+# error rather than silently accepted; the option's own validator then checks the range.
+_INT_TYPES: frozenset[object] = frozenset({int, _positive, _non_negative, _minus_one_or_more, _segment_bytes})
+_STR_TYPES: frozenset[object] = frozenset({str, _fsync})
+TOPIC_KEY = "topic"  # the TOML key of the repeatable --topic flag (its Config attribute is `topics`)
+CONFIG_ENV = "COORDINATOR_CONFIG"
+
+
+class ConfigFileError(ValueError):
+    """A `--config` file that cannot be read, is not TOML, or has an unknown key or a bad value."""
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """The effective settings, where each came from (TOML key -> "flag", "env NAME", "file PATH",
+    "default"), and whether `--print-config` was asked for."""
+
+    config: Config
+    sources: dict[str, str]
+    print_config: bool = False
+    config_file: str | None = None
+
+
+def toml_kind(typ: object) -> type:
+    """The TOML value type an option with this flag type takes."""
+    if typ in _INT_TYPES:
+        return int
+    if typ in _STR_TYPES:
+        return str
+    if typ is _bool:
+        return bool
+    # A new validator must say which TOML type it reads, or the file could only ever be rejected.
+    raise TypeError(f"no TOML type known for option type {typ!r}: add it to _INT_TYPES or _STR_TYPES")
+
+
+def config_keys() -> list[str]:
+    """Every key a config file may hold, in flag order."""
+    return [attr for _flag, attr, _typ, _help in _OPTIONS] + [TOPIC_KEY]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="coordinator-server",
         description="A Kafka-compatible consumer-group coordinator. Every flag may also be set "
-        "as a COORDINATOR_* environment variable (flag wins).",
+        "as a COORDINATOR_* environment variable or as a key of a --config TOML file "
+        "(precedence: flag > environment variable > config file > default).",
+        epilog="Operator tools: `coordinator-server groups --help` (list, describe, offsets, delete, "
+        "reset-offsets against a running server) and `coordinator-server dump-log --help` (decode log "
+        "segments). See docs/operations.md.",
     )
     defaults = Config()
     for flag, attr, typ, help_text in _OPTIONS:
@@ -172,35 +223,151 @@ def build_parser() -> argparse.ArgumentParser:
                             **extra)  # type: ignore[arg-type]
     parser.add_argument("--topic", dest="topics", action="append", type=parse_topic, default=None,
                         help="NAME:PARTITIONS, repeatable (env COORDINATOR_TOPIC, comma-separated)")
+    parser.add_argument("--config", metavar="FILE.toml", default=None,
+                        help=f"read settings from a TOML file; keys are the flag names in snake_case, e.g. "
+                        f"port = 9092, topic = [\"orders:3\"] (env {CONFIG_ENV})")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the effective configuration as TOML, with where each value came from, "
+                        "and exit")
     return parser
 
 
-def load_config(argv: Sequence[str] | None = None, environ: dict[str, str] | None = None) -> Config:
+def read_config_file(path: Path) -> dict[str, object]:
+    """The settings of a TOML file as Config attribute -> typed value; raises ConfigFileError."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigFileError(f"cannot read config file {path}: {e.strerror or e}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigFileError(f"config file {path} is not valid TOML: {e}") from e
+    options = {attr: typ for _flag, attr, typ, _help in _OPTIONS}
+    values: dict[str, object] = {}
+    for key, value in data.items():
+        if key == TOPIC_KEY:
+            values["topics"] = _file_topics(path, value)
+        elif key in options:
+            values[key] = _file_value(path, key, options[key], value)
+        else:
+            raise ConfigFileError(f"config file {path}: unknown key {key!r}{_did_you_mean(key)}")
+    return values
+
+
+def _did_you_mean(key: str) -> str:
+    close = difflib.get_close_matches(key.replace("-", "_").lower(), config_keys(), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else f"; known keys: {', '.join(config_keys())}"
+
+
+def _file_value(path: Path, key: str, typ: object, value: object) -> object:
+    kind = toml_kind(typ)
+    # bool is a subclass of int in Python, but `port = true` is a mistake, not 1.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ConfigFileError(f"config file {path}: key {key!r} must be a TOML {_KIND_NAMES[kind]}, "
+                              f"got {_toml_type_name(value)} {_short(value)}")
+    if kind is bool:
+        return value
+    try:
+        # The flag's own validator, so a file value obeys exactly the flag's rules.
+        return typ(value if kind is str else str(value))  # type: ignore[operator]
+    except (ValueError, argparse.ArgumentTypeError) as e:
+        raise ConfigFileError(f"config file {path}: key {key!r} = {_short(value)}: {e}") from e
+
+
+def _file_topics(path: Path, value: object) -> tuple[TopicSpec, ...]:
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise ConfigFileError(f"config file {path}: key {TOPIC_KEY!r} must be an array of "
+                              f"\"NAME:PARTITIONS\" strings, e.g. topic = [\"orders:3\"], got {_short(value)}")
+    try:
+        return tuple(parse_topic(t) for t in value)
+    except argparse.ArgumentTypeError as e:
+        raise ConfigFileError(f"config file {path}: key {TOPIC_KEY!r}: {e}") from e
+
+
+_KIND_NAMES = {int: "integer", str: "string", bool: "boolean (true or false)"}
+
+
+def _toml_type_name(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    return {int: "integer", float: "float", str: "string", list: "array", dict: "table"}.get(
+        type(value), type(value).__name__)
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def resolve_config(argv: Sequence[str] | None = None, environ: dict[str, str] | None = None) -> LoadedConfig:
+    """Flags, then COORDINATOR_* variables, then the --config file, then defaults; one rule for every key."""
     environ = dict(os.environ if environ is None else environ)
     parser = build_parser()
     args = parser.parse_args(argv)
-    values: dict[str, object] = {}
-    for _flag, attr, typ, _help in _OPTIONS:
-        flag_value = getattr(args, attr)
-        if flag_value is not None:
-            values[attr] = flag_value
-            continue
-        env_value = environ.get("COORDINATOR_" + attr.upper())
-        if env_value is not None and env_value != "":
-            try:
-                values[attr] = typ(env_value)  # type: ignore[operator]
-            except (ValueError, argparse.ArgumentTypeError) as e:
-                parser.error(f"COORDINATOR_{attr.upper()}={env_value!r}: {e}")
-    if args.topics is not None:
-        values["topics"] = tuple(args.topics)
-    elif environ.get("COORDINATOR_TOPIC"):
+    config_file = args.config or environ.get(CONFIG_ENV) or None
+    file_values: dict[str, object] = {}
+    if config_file:
         try:
-            values["topics"] = tuple(parse_topic(t) for t in environ["COORDINATOR_TOPIC"].split(",") if t)
-        except argparse.ArgumentTypeError as e:
-            parser.error(f"COORDINATOR_TOPIC: {e}")
+            file_values = read_config_file(Path(config_file))
+        except ConfigFileError as e:
+            parser.error(str(e))
+    values: dict[str, object] = {}
+    sources: dict[str, str] = {}
+
+    def take(attr: str, key: str, flag_value: object, env_name: str, parse_env: Callable[[str], object]) -> None:
+        env_value = environ.get(env_name)
+        if flag_value is not None:
+            values[attr], sources[key] = flag_value, "flag"
+        elif env_value is not None and env_value != "":  # an empty variable counts as unset
+            try:
+                values[attr] = parse_env(env_value)
+            except (ValueError, argparse.ArgumentTypeError) as e:
+                parser.error(f"{env_name}={env_value!r}: {e}")
+            sources[key] = f"env {env_name}"
+        elif attr in file_values:
+            values[attr], sources[key] = file_values[attr], f"file {config_file}"
+        else:
+            sources[key] = "default"
+
+    for _flag, attr, typ, _help in _OPTIONS:
+        take(attr, attr, getattr(args, attr), "COORDINATOR_" + attr.upper(), typ)  # type: ignore[arg-type]
+    take("topics", TOPIC_KEY, None if args.topics is None else tuple(args.topics), "COORDINATOR_TOPIC",
+         lambda text: tuple(parse_topic(t) for t in text.split(",") if t))
     config = Config(**values)  # type: ignore[arg-type]
     if config.log_format not in ("console", "json"):
         parser.error("--log-format must be console or json")
     if config.min_session_timeout_ms > config.max_session_timeout_ms:
         parser.error("--min-session-timeout-ms must not exceed --max-session-timeout-ms")
-    return config
+    return LoadedConfig(config, sources, args.print_config, config_file)
+
+
+def load_config(argv: Sequence[str] | None = None, environ: dict[str, str] | None = None) -> Config:
+    return resolve_config(argv, environ).config
+
+
+def render_toml(loaded: LoadedConfig) -> str:
+    """The effective configuration as a TOML file `--config` reads back, each line saying where its value
+    came from. Unset optional settings (TOML has no null) are commented out."""
+    lines = ["# coordinator-server effective configuration",
+             "# precedence: flag > COORDINATOR_* environment variable > config file > default"]
+    for key in config_keys():
+        attr = "topics" if key == TOPIC_KEY else key
+        value = getattr(loaded.config, attr)
+        source = loaded.sources.get(key, "default")
+        if value is None:
+            lines.append(f"# {key} is unset  # {source}")
+            continue
+        lines.append(f"{key} = {_toml_value(value)}  # {source}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, TopicSpec):
+        return _toml_value(f"{value.name}:{value.partitions}")
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    # JSON's string escapes (\" \\ \n \uXXXX) are all valid in a TOML basic string; DEL is not allowed raw.
+    return json.dumps(str(value), ensure_ascii=False).replace("\x7f", "\\u007f")

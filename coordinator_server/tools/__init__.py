@@ -1,0 +1,1 @@
+"""Operator tools behind `coordinator-server <subcommand>`: groups, dump-log."""
