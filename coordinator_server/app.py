@@ -7,15 +7,20 @@ import signal
 import socket
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
 from coordinator_server.config import Config
+from coordinator_server.metrics import CoordinatorCollector, MetricsEndpoint
 from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
 from coordinator_server.net.server import CoordinatorServer
 from coordinator_server.topics.store import StoreConfig, TopicStore
 from coordinator_server.topics.writer import GroupCommitWriter
+
+if TYPE_CHECKING:
+    from coordinator_server.runtime import CoordinatorRuntime
 
 log = structlog.get_logger("coordinator_server")
 
@@ -48,10 +53,13 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         raise StartupError(f"cannot open the topic store in {config.data_dir}: {e}") from e
     writer = GroupCommitWriter(config.fsync)
     retention: asyncio.Task[None] | None = None
+    metrics_endpoint: MetricsEndpoint | None = None
 
     try:
         endpoint = BrokerEndpoint(node_id=config.node_id, host=_advertised_host(config), port=config.port)
         data = DataHandlers(store, writer, runtime, config.node_id)
+        if config.metrics_port is not None:
+            metrics_endpoint = _start_metrics(config, runtime, store, data)
         handlers = RequestHandlers(runtime, store, endpoint, config.cluster_id, data, config.auto_create_topics)
         server = CoordinatorServer(handlers, config.socket_request_max_bytes)
         try:
@@ -75,6 +83,8 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         server.stop_accepting()
         await server.drain(DRAIN_GRACE_S)
     except BaseException:
+        if metrics_endpoint is not None:
+            await metrics_endpoint.close()
         await _close_store(store, writer, retention)
         await runtime.close()
         raise
@@ -82,7 +92,23 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
     await runtime.close()
     await server.close(CLOSE_TIMEOUT_S)
     await _close_store(store, writer, retention)
+    if metrics_endpoint is not None:
+        await metrics_endpoint.close()
     log.info("stopped")
+
+
+def _start_metrics(config: Config, runtime: CoordinatorRuntime, store: TopicStore,
+                   data: DataHandlers) -> MetricsEndpoint:
+    coordinator = runtime.coordinator
+    purgatories = (coordinator.heartbeat_purgatory, coordinator.rebalance_purgatory, data.fetch_purgatory)
+    metrics_endpoint = MetricsEndpoint(CoordinatorCollector(runtime.loop, coordinator, store, purgatories))
+    # The same interface as the Kafka listener: the default 127.0.0.1 keeps metrics off the network.
+    try:
+        host, port = metrics_endpoint.start(config.host, config.metrics_port or 0)
+    except OSError as e:
+        raise StartupError(f"cannot serve metrics on {config.host}:{config.metrics_port}: {e.strerror or e}") from e
+    log.info("metrics_listening", host=host, port=port, path="/metrics")
+    return metrics_endpoint
 
 
 def store_config(config: Config) -> StoreConfig:

@@ -11,6 +11,7 @@ Heartbeats take no lock: they write nothing and are the hot path.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -38,6 +39,7 @@ from coordinator_server.group.api import (
     SyncGroupResult,
 )
 from coordinator_server.group.coordinator import GroupConfig, GroupCoordinator
+from coordinator_server.metrics import GroupMetrics
 from coordinator_server.purgatory import Timer
 from coordinator_server.storage import CoordinatorLog, StorageError
 from protocol.errors import Errors
@@ -126,7 +128,8 @@ class CoordinatorRuntime:
         try:
             now_ms = _monotonic_ms(loop)
             coordinator = GroupCoordinator(
-                group_config(config), log_.partitions, Timer(now_ms), wall_offset_ms=_wall_offset_ms(loop)
+                group_config(config), log_.partitions, Timer(now_ms), wall_offset_ms=_wall_offset_ms(loop),
+                events=GroupMetrics(),
             )
             runtime = cls(log_, coordinator, loop)
             for partition in range(log_.partitions):
@@ -230,7 +233,7 @@ class CoordinatorRuntime:
 
     def rearm_timer(self) -> None:
         """Call after adding to the shared timer from outside the core, so the loop timer covers it."""
-        self.coordinator.advance_clock(self._now_ms())
+        self._advance_clock(self._now_ms())
         self._arm_timer()
         appends = self.coordinator.take_appends()
         if appends:
@@ -242,9 +245,14 @@ class CoordinatorRuntime:
     async def _after_core_call(self) -> None:
         # Due timers of this very moment run after the request that made them due, as Kafka's
         # executor does, never in the middle of it.
-        self.coordinator.advance_clock(self._now_ms())
+        self._advance_clock(self._now_ms())
         self._arm_timer()
         await self._drain_appends()
+
+    def _advance_clock(self, now_ms: int) -> None:
+        # Timers that come due here belong to whichever groups set them, not to the request whose call
+        # happens to run them: their log lines must not carry this connection's peer and client id.
+        contextvars.Context().run(self.coordinator.advance_clock, now_ms)
 
     def _arm_timer(self) -> None:
         if self._closed:
@@ -257,7 +265,10 @@ class CoordinatorRuntime:
             self._timer_handle = None
         self._timer_deadline_ms = deadline
         if deadline is not None:
-            self._timer_handle = self.loop.call_at(deadline / 1000.0, self._on_timer, deadline)
+            # In an empty context: call_at would otherwise copy the context of whichever request armed
+            # it, and label other groups' expiries with that connection's peer and client id.
+            self._timer_handle = self.loop.call_at(deadline / 1000.0, self._on_timer, deadline,
+                                                   context=contextvars.Context())
 
     def _on_timer(self, deadline_ms: int) -> None:
         self._timer_handle = None
@@ -266,7 +277,7 @@ class CoordinatorRuntime:
             return
         self.coordinator.wall_offset_ms = _wall_offset_ms(self.loop)
         # The loop may wake a hair early in float seconds; it fired for this deadline, so it is due.
-        self.coordinator.advance_clock(max(self._now_ms(), deadline_ms))
+        self._advance_clock(max(self._now_ms(), deadline_ms))
         self._arm_timer()
         appends = self.coordinator.take_appends()
         if appends:

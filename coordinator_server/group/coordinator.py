@@ -49,7 +49,7 @@ from .loader import GroupLoader
 from .member import MemberMetadata
 from .offsets import OffsetManager
 from .partitioner import partition_for
-from .rebalance import RebalanceMechanics, map_group_write_error
+from .rebalance import GroupEvents, RebalanceMechanics, map_group_write_error
 from .records import CoordinatorRecord
 from .settings import GroupConfig
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
@@ -68,8 +68,10 @@ class GroupCoordinator(RebalanceMechanics):
         timer: Timer,
         member_id_factory: Callable[[str], str] = default_member_id,
         wall_offset_ms: int = 0,
+        events: GroupEvents | None = None,
     ) -> None:
         self.config = config
+        self.events = events or GroupEvents()
         self.partitions = partitions
         self.timer = timer
         self.member_id_factory = member_id_factory
@@ -151,7 +153,7 @@ class GroupCoordinator(RebalanceMechanics):
             for member in list(group.members.values()):
                 self.complete_and_schedule_next_heartbeat(group, member)
             if group.size() > self.config.group_max_size:
-                self._prepare_rebalance(group, "group is over group.max.size after loading")
+                self._prepare_rebalance(group, "group_max_size", "group is over group.max.size after loading")
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
         log.info("partition_loaded", partition=partition, groups=loaded)
@@ -169,6 +171,9 @@ class GroupCoordinator(RebalanceMechanics):
     def _unload_group(self, group: GroupMetadata) -> None:
         previous = group.state
         group.transition_to(DEAD, self.wall_ms)
+        log.info("group_unloaded", group_id=group.group_id, generation=group.generation_id,
+                 previous_state=str(previous), reason="coordinator shutdown")
+        self.events.on_rebalance_abandoned(group.group_id)
         if previous is PREPARING_REBALANCE:
             for member in list(group.members.values()):
                 group.maybe_invoke_join_callback(
@@ -295,8 +300,10 @@ class GroupCoordinator(RebalanceMechanics):
         member = group.members.get(member_id)
         if member is not None:
             # Only a member not parked in this join phase can be refused, so nothing of it is parked.
-            self._remove_member(group, member, "group.max.size reached")
+            self._remove_member(group, member, "group_max_size", "group.max.size reached")
         elif group.is_pending_member(member_id):
+            log.info("pending_member_removed", group_id=group.group_id, member_id=member_id,
+                     reason="group.max.size reached")
             group.pending_members.discard(member_id)
             self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member_id))
 
@@ -313,7 +320,8 @@ class GroupCoordinator(RebalanceMechanics):
             old_member_id = group.current_static_member_id(inp.group_instance_id)
             if old_member_id is not None:
                 log.info("static_member_replaced", group_id=group.group_id, group_instance_id=inp.group_instance_id,
-                         old_member_id=old_member_id, member_id=new_member_id, state=str(group.state))
+                         old_member_id=old_member_id, member_id=new_member_id, generation=group.generation_id,
+                         state=str(group.state))
                 self._update_static_member_and_rebalance(group, old_member_id, new_member_id, inp, respond)
             else:
                 self._add_member_and_rebalance(group, new_member_id, inp, respond)
@@ -379,12 +387,12 @@ class GroupCoordinator(RebalanceMechanics):
         if group.is_state(PREPARING_REBALANCE) and group.previous_state is EMPTY:
             group.new_member_added = True
         group.add(member)
-        log.info("member_added", group_id=group.group_id, member_id=member_id,
+        log.info("member_added", group_id=group.group_id, member_id=member_id, generation=group.generation_id,
                  group_instance_id=inp.group_instance_id, client_id=inp.client_id, reason=inp.reason or "not provided")
         # A new member cannot heartbeat yet and its socket is muted while it waits, so it gets the
         # new-member join timeout instead of its session timeout.
         self._complete_and_schedule_next_expiration(group, member, self.config.new_member_join_timeout_ms)
-        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+        self._maybe_prepare_rebalance(group, "join", f"adding new member {member_id}")
 
     def _update_member_and_rebalance(
         self, group: GroupMetadata, member: MemberMetadata, inp: JoinGroupInput, respond: JoinCallback, reason: str
@@ -392,7 +400,9 @@ class GroupCoordinator(RebalanceMechanics):
         self._supersede_parked_join(member)
         group.update_member(member, inp.protocols, inp.rebalance_timeout_ms, inp.session_timeout_ms, respond)
         member.join_api_version = inp.api_version
-        self._maybe_prepare_rebalance(group, f"{reason} ({member.member_id}); client reason: {inp.reason or 'not provided'}")
+        self._maybe_prepare_rebalance(
+            group, "join", f"{reason} ({member.member_id}); client reason: {inp.reason or 'not provided'}"
+        )
 
     def _supersede_parked_join(self, member: MemberMetadata) -> None:
         # A second JoinGroup for a member already parked (the client retried on a new connection): the
@@ -425,11 +435,13 @@ class GroupCoordinator(RebalanceMechanics):
                 )
             else:
                 self._maybe_prepare_rebalance(
-                    group, f"static member {new_member_id} rejoined with a protocol change"
+                    group, "static_replacement", f"static member {new_member_id} rejoined with a protocol change"
                 )
         elif state is COMPLETING_REBALANCE:
             # The old id may already be in the leader's assignment: only a new rebalance is safe.
-            self._maybe_prepare_rebalance(group, f"static member {new_member_id} rejoined during CompletingRebalance")
+            self._maybe_prepare_rebalance(
+                group, "static_replacement", f"static member {new_member_id} rejoined during CompletingRebalance"
+            )
         elif state is PREPARING_REBALANCE:
             pass  # it simply waits with the others
         else:
@@ -549,13 +561,15 @@ class GroupCoordinator(RebalanceMechanics):
                 return
             if error is not Errors.NONE:
                 self._reset_and_propagate_assignment_error(group, map_group_write_error(error))
-                self._maybe_prepare_rebalance(group, f"error {error.name} storing the group assignment")
+                self._maybe_prepare_rebalance(group, "storage_error", f"error {error.name} storing the group assignment")
                 return
             for member in group.members.values():
                 member.assignment = assignment.get(member.member_id, b"")
             self._propagate_assignment(group, Errors.NONE)
             group.transition_to(STABLE, self.wall_ms)
-            log.info("group_stable", group_id=group.group_id, generation=group.generation_id)
+            log.info("group_stable", group_id=group.group_id, generation=group.generation_id,
+                     reason="leader's assignment is durable")
+            self.events.on_stable(group.group_id, self.now_ms)
 
         self._store_group(group, assignment, on_stored)
 
@@ -614,7 +628,7 @@ class GroupCoordinator(RebalanceMechanics):
             current = group.current_static_member_id(group_instance_id) if group_instance_id is not None else None
             if current is None:
                 return Errors.UNKNOWN_MEMBER_ID
-            self._remove_member(group, group.get(current), reason)
+            self._remove_member(group, group.get(current), "leave", reason)
             return Errors.NONE
         if group.is_pending_member(member_id):
             self._remove_pending_member_and_update_group(group, member_id)
@@ -624,7 +638,7 @@ class GroupCoordinator(RebalanceMechanics):
         error = self.validate_current_member(group, member_id, group_instance_id, "leave-group")
         if error is not None:
             return error
-        self._remove_member(group, group.get(member_id), reason)
+        self._remove_member(group, group.get(member_id), "leave", reason)
         return Errors.NONE
 
 

@@ -8,6 +8,7 @@ into it. Every callback re-checks the group, because a timer set for one generat
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import structlog
 
@@ -42,11 +43,40 @@ def map_group_write_error(error: Errors) -> Errors:
     return _SYNC_WRITE_ERRORS.get(error, error)
 
 
+# Why a rebalance started or a member went, as a small fixed set (metric labels); the free-text reason
+# with member ids and client reasons goes to the log line.
+RebalanceReason = Literal["join", "leave", "session_expiry", "new_member_timeout", "pending_sync_timeout",
+                          "static_replacement", "group_max_size", "storage_error"]
+RemovalReason = Literal["leave", "session_expiry", "new_member_timeout", "rebalance_timeout",
+                        "pending_sync_timeout", "group_max_size"]
+# The removals that go through _remove_member (and may start a rebalance for the same reason).
+_RemoveReason = Literal["leave", "session_expiry", "new_member_timeout", "group_max_size"]
+
+
+class GroupEvents:
+    """What the core reports for metrics: plain calls with values it already has (its monotonic now_ms,
+    never a clock read). This no-op default keeps the core free of any metrics library; the shell passes
+    `coordinator_server.metrics.GroupMetrics`."""
+
+    def on_rebalance(self, group_id: str, reason: RebalanceReason, now_ms: int) -> None:
+        """The group entered PreparingRebalance."""
+
+    def on_stable(self, group_id: str, now_ms: int) -> None:
+        """The group became Stable (the leader's assignment is durable)."""
+
+    def on_rebalance_abandoned(self, group_id: str) -> None:
+        """The rebalance ended without a Stable generation (the group went Empty or Dead)."""
+
+    def on_member_removed(self, group_id: str, reason: RemovalReason) -> None:
+        """A member left the group (pending KIP-394 members are not counted: they never joined)."""
+
+
 class RebalanceMechanics:
     # Provided by GroupCoordinator.
     config: GroupConfig
     groups: dict[str, GroupMetadata]
     now_ms: int
+    events: GroupEvents
     heartbeat_purgatory: DelayedOperationPurgatory[delayed.DelayedHeartbeat]
     rebalance_purgatory: DelayedOperationPurgatory[delayed.DelayedOperation]
     _appends: list[PendingAppend]
@@ -75,11 +105,11 @@ class RebalanceMechanics:
     def _can_rebalance(self, group: GroupMetadata) -> bool:
         return group.state in (STABLE, COMPLETING_REBALANCE, EMPTY)
 
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, kind: RebalanceReason, reason: str) -> None:
         if self._can_rebalance(group):
-            self._prepare_rebalance(group, reason)
+            self._prepare_rebalance(group, kind, reason)
 
-    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def _prepare_rebalance(self, group: GroupMetadata, kind: RebalanceReason, reason: str) -> None:
         if group.is_state(COMPLETING_REBALANCE):
             # Members parked in SyncGroup must rejoin: their assignment belongs to a dead generation.
             self._reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS)
@@ -97,6 +127,7 @@ class RebalanceMechanics:
         group.transition_to(PREPARING_REBALANCE, self.wall_ms)
         log.info("preparing_rebalance", group_id=group.group_id, generation=group.generation_id,
                  reason=reason, members=group.size())
+        self.events.on_rebalance(group.group_id, kind, self.now_ms)
         self.rebalance_purgatory.try_complete_else_watch(operation, (delayed.join_key(group.group_id),), self.now_ms)
 
     def try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool:
@@ -112,9 +143,10 @@ class RebalanceMechanics:
             if member.is_static:
                 continue  # static members are kept: they may come back with the same instance id
             log.info("member_removed", group_id=group.group_id, member_id=member.member_id,
-                     reason="did not rejoin before the rebalance timeout")
+                     generation=group.generation_id, reason="did not rejoin before the rebalance timeout")
             group.remove(member.member_id)
             self._remove_heartbeat_for_leaving_member(group, member.member_id)
+            self.events.on_member_removed(group.group_id, "rebalance_timeout")
         if group.is_state(DEAD):
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
@@ -129,11 +161,14 @@ class RebalanceMechanics:
             return
         group.init_next_generation(self.wall_ms)
         if group.is_state(EMPTY):
-            log.info("group_empty", group_id=group.group_id, generation=group.generation_id)
+            log.info("group_empty", group_id=group.group_id, generation=group.generation_id,
+                     reason="no members left when the join phase completed")
+            self.events.on_rebalance_abandoned(group.group_id)
             self._store_group(group, {}, lambda error: None)
             return
         log.info("join_completed", group_id=group.group_id, generation=group.generation_id,
-                 protocol=group.protocol_name, leader=group.leader_id, members=group.size())
+                 protocol=group.protocol_name, leader=group.leader_id, members=group.size(),
+                 reason="every member rejoined or the rebalance timeout passed")
         for member in list(group.members.values()):
             result = self._current_join_result(group, member.member_id, include_members=group.is_leader(member.member_id))
             group.maybe_invoke_join_callback(member, result)
@@ -192,10 +227,11 @@ class RebalanceMechanics:
         laggards = sorted(group.pending_sync_members)
         for member_id in laggards:
             log.info("member_removed", group_id=group.group_id, member_id=member_id,
-                     reason="no SyncGroup before the rebalance timeout")
+                     generation=group.generation_id, reason="no SyncGroup before the rebalance timeout")
             group.remove(member_id)
             self._remove_heartbeat_for_leaving_member(group, member_id)
-        self._prepare_rebalance(group, f"pending sync expired for {laggards}")
+            self.events.on_member_removed(group.group_id, "pending_sync_timeout")
+        self._prepare_rebalance(group, "pending_sync_timeout", f"pending sync expired for {laggards}")
 
     def complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
         self._complete_and_schedule_next_expiration(group, member, member.session_timeout_ms)
@@ -238,10 +274,12 @@ class RebalanceMechanics:
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
             return
-        reason = "new member join timeout" if member.is_new else "session timeout"
-        self._remove_member(group, member, reason)
+        if member.is_new:
+            self._remove_member(group, member, "new_member_timeout", "new member join timeout")
+        else:
+            self._remove_member(group, member, "session_expiry", "session timeout")
 
-    def _remove_member(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
+    def _remove_member(self, group: GroupMetadata, member: MemberMetadata, kind: _RemoveReason, reason: str) -> None:
         log.info("member_removed", group_id=group.group_id, member_id=member.member_id,
                  generation=group.generation_id, reason=reason)
         # Its parked JoinGroup learns it is out and rejoins from scratch if it is still alive.
@@ -250,8 +288,9 @@ class RebalanceMechanics:
         group.maybe_invoke_sync_callback(member, SyncGroupResult(Errors.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
         self._remove_heartbeat_for_leaving_member(group, member.member_id)
+        self.events.on_member_removed(group.group_id, kind)
         if group.state in (STABLE, COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
+            self._maybe_prepare_rebalance(group, kind, f"removing member {member.member_id}: {reason}")
         elif group.is_state(PREPARING_REBALANCE):
             self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
 

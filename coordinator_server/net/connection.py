@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 import structlog
 from kafka.protocol.api_message import ApiMessage
 
+from coordinator_server import metrics
 from protocol.framing import (
     BodyDecodeError,
     InvalidHeaderError,
@@ -86,9 +88,11 @@ class Connection:
                 if payload is None:
                     break
                 self._busy = True
+                metrics.BYTES_IN.inc(4 + len(payload))
                 response = await self._handle(payload)
                 if response is not None:  # None: a request answered with no response (acks=0)
                     self._writer.write(response)
+                    metrics.BYTES_OUT.inc(len(response))
                     await self._writer.drain()
                 self._busy = False
         except _CloseConnection:
@@ -136,16 +140,20 @@ class Connection:
                         min_version=header.spec.min_version, max_version=header.spec.max_version,
                         correlation_id=header.correlation_id)
             raise _CloseConnection
+        started = time.perf_counter()
         request = self._decode_body(header, payload)
         response = await self._call_handler(header, request)
         if response is None:
+            metrics.observe_request(header.api_name, header.api_version, time.perf_counter() - started, None)
             return None
         try:
-            return encode_response(response, header.correlation_id)
+            encoded = encode_response(response, header.correlation_id)
         except Exception:
             log.exception("response_encode_failed", api=header.api_name, api_version=header.api_version,
                           correlation_id=header.correlation_id)
             raise _CloseConnection from None
+        metrics.observe_request(header.api_name, header.api_version, time.perf_counter() - started, response)
+        return encoded
 
     def _parse_header(self, payload: bytes) -> ParsedHeader:
         try:

@@ -15,6 +15,8 @@ import socket
 
 import structlog
 
+from coordinator_server import metrics
+
 from .connection import Connection
 from .handlers import RequestHandlers
 
@@ -60,10 +62,13 @@ class CoordinatorServer:
         conn = Connection(reader, writer, self._handlers, self._max_request_bytes)
         conn.task = asyncio.current_task()
         self._connections.add(conn)
+        metrics.CONNECTIONS_OPENED.inc()
+        metrics.CONNECTIONS.inc()
         try:
             await conn.serve()
         finally:
             self._connections.discard(conn)
+            metrics.CONNECTIONS.dec()
 
     @property
     def connection_count(self) -> int:

@@ -32,6 +32,7 @@ import contextlib
 import errno as errno_mod
 import fcntl
 import os
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from pathlib import Path
 
 import structlog
 
+from coordinator_server import metrics
 from coordinator_server.config import FsyncPolicy
 from coordinator_server.group.records import CoordinatorRecord
 from coordinator_server.storage.codec import decode_record, encode_record, record_key_version
@@ -221,12 +223,14 @@ class CoordinatorLog:
             if a.partition in self._failed:
                 errors[i] = self._failed[a.partition]
                 continue
+            started = time.perf_counter()
             try:
                 self._logs[a.partition].append(a.records, a.timestamp_ms)
             except OSError as e:
                 log.error("log_append_failed", partition=a.partition, errno=e.errno, error=str(e))
                 errors[i] = StorageError(f"append to __consumer_offsets-{a.partition} failed: {e}", e.errno)
             else:
+                metrics.LOG_APPEND_LATENCY.observe(time.perf_counter() - started)
                 written.setdefault(a.partition, []).append(i)
         if self._fsync.mode == "always":
             for p, indices in written.items():
@@ -243,6 +247,7 @@ class CoordinatorLog:
     def _sync(self, partition: int) -> StorageError | None:
         if partition in self._failed:
             return self._failed[partition]
+        started = time.perf_counter()
         try:
             self._logs[partition].sync()
         except OSError as e:
@@ -251,6 +256,7 @@ class CoordinatorLog:
             log.error("log_fsync_failed", partition=partition, errno=e.errno, error=str(e))
             self._failed[partition] = err
             return err
+        metrics.LOG_FSYNC_COORDINATOR.observe(time.perf_counter() - started)
         return None
 
     def _sync_and_close_all(self) -> None:

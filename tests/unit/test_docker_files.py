@@ -1,15 +1,20 @@
-"""docker/Dockerfile, docker/docker-compose.yml and docker/healthcheck.py, checked against the code.
+"""docker/: the Dockerfile, docker-compose.yml, healthcheck.py, demo.py, prometheus.yml and Grafana's
+provisioning and dashboard, checked against the code.
 
 No Docker engine runs here, so the files are parsed and compared with what the server accepts: every
 COORDINATOR_* variable is one `coordinator_server.config` knows, paths and ports agree between the files,
-the image runs as non-root with a healthcheck, and the healthcheck itself passes against a live server
-and fails against a closed port. docker-compose.yml is read with PyYAML when it is installed, otherwise
-with a small parser for the block-style YAML subset the file is written in.
+the image runs as non-root with a healthcheck, the healthcheck itself passes against a live server and
+fails against a closed port, Prometheus scrapes the metrics port the server is given, and the dashboard
+only queries metrics `coordinator_server.metrics` exports. (The demo script runs against a real server in
+tests/integration/test_metrics_endpoint.py.) docker-compose.yml is read with PyYAML when it is installed,
+otherwise with a small parser for the block-style YAML subset the file is written in.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -21,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from coordinator_server import metrics
 from coordinator_server.config import _OPTIONS, Config, load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,7 +34,12 @@ DOCKER = REPO / "docker"
 DOCKERFILE = DOCKER / "Dockerfile"
 COMPOSE = DOCKER / "docker-compose.yml"
 HEALTHCHECK = DOCKER / "healthcheck.py"
+DEMO = DOCKER / "demo.py"
+PROMETHEUS = DOCKER / "prometheus.yml"
+GRAFANA = DOCKER / "grafana"
+DASHBOARD = GRAFANA / "dashboards" / "coordinator.json"
 SERVICE = "coordinator"
+DEMO_SERVICES = ("producer", "consumer")
 
 KNOWN_ENV = {"COORDINATOR_" + attr.upper() for _flag, attr, _typ, _help in _OPTIONS} | {"COORDINATOR_TOPIC"}
 
@@ -136,14 +147,18 @@ def parse_simple_yaml(text: str) -> Any:
 
 
 def load_compose() -> dict[str, Any]:
-    text = COMPOSE.read_text(encoding="utf-8")
+    return load_yaml(COMPOSE)
+
+
+def load_yaml(path: Path) -> Any:
+    text = path.read_text(encoding="utf-8")
     try:
         import yaml
     except ImportError:
         data = parse_simple_yaml(text)
     else:
         data = yaml.safe_load(text)
-    assert isinstance(data, dict)
+    assert isinstance(data, dict), path
     return data
 
 
@@ -220,12 +235,14 @@ def test_dockerfile_env_is_accepted_by_the_config(instructions: list[tuple[str, 
     assert set(coordinator_env) <= KNOWN_ENV, set(coordinator_env) - KNOWN_ENV
     config = load_config([], coordinator_env)
     assert (config.host, config.data_dir, config.log_format) == ("0.0.0.0", "/var/lib/coordinator", "json")
+    assert config.metrics_port == 9404  # the image serves /metrics by default
 
 
 def test_dockerfile_volume_expose_and_data_dir_agree(instructions: list[tuple[str, str]]) -> None:
     config = load_config([], dockerfile_env(instructions))
     assert exec_form_or_words(single(instructions, "VOLUME")) == [config.data_dir]
-    assert [int(p.split("/")[0]) for p in single(instructions, "EXPOSE").split()] == [config.port] == [9092]
+    exposed = [int(p.split("/")[0]) for p in single(instructions, "EXPOSE").split()]
+    assert exposed == [config.port, config.metrics_port] == [9092, 9404]
 
 
 def test_dockerfile_healthcheck_runs_the_script(instructions: list[tuple[str, str]]) -> None:
@@ -279,13 +296,112 @@ def test_compose_volume_and_port_match_the_image(compose: dict[str, Any], servic
     assert not named.startswith((".", "/")), "the data should live on a named volume"
     assert named in (compose.get("volumes") or {})
     ports = [str(p) for p in service["ports"]]
-    assert [p.split(":")[-1] for p in ports] == [str(config.port)]
+    assert [p.split(":")[-1] for p in ports] == [str(config.port), str(config.metrics_port)]
     exposed = single(instructions, "EXPOSE").split()
-    assert [p.split("/")[0] for p in exposed] == [str(config.port)]
+    assert [p.split("/")[0] for p in exposed] == [str(config.port), str(config.metrics_port)]
+    # Every named volume any service mounts is declared; bind mounts point at files in docker/.
+    for name, svc in compose["services"].items():
+        for volume in svc.get("volumes") or []:
+            source = str(volume).split(":")[0]
+            if source.startswith("."):
+                assert (COMPOSE.parent / source).exists(), f"{name} mounts missing {source}"
+            else:
+                assert source in (compose.get("volumes") or {}), f"{name} mounts undeclared volume {source}"
 
 
-def test_compose_has_only_the_server_for_now(compose: dict[str, Any]) -> None:
-    assert list(compose["services"]) == [SERVICE]
+def test_compose_services(compose: dict[str, Any]) -> None:
+    assert set(compose["services"]) == {SERVICE, *DEMO_SERVICES, "prometheus", "grafana"}
+
+
+def _image_config(service: dict[str, Any], instructions: list[tuple[str, str]]) -> Config:
+    return load_config([], {**dockerfile_env(instructions), **compose_env(service)})
+
+
+def _demo_module() -> Any:
+    spec = importlib.util.spec_from_file_location("docker_demo", DEMO)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", DEMO_SERVICES)
+def test_compose_demo_clients_run_the_demo_script_from_the_server_image(
+    compose: dict[str, Any], service: dict[str, Any], instructions: list[tuple[str, str]], name: str
+) -> None:
+    demo = compose["services"][name]
+    assert demo["image"] == service["image"] and demo["build"] == service["build"]
+    entrypoint = [str(w) for w in demo["entrypoint"]]
+    copies = [exec_form_or_words(a) for i, a in instructions if i == "COPY"]
+    assert ["docker/demo.py", entrypoint[-1]] in [c[-2:] for c in copies], (entrypoint, copies)
+    assert entrypoint[0] == "python"
+    mode = [str(w) for w in demo["command"]]
+    assert mode == [{"producer": "produce", "consumer": "consume"}[name]]
+    assert _demo_module().parse_args(mode, {}).mode == mode[0]
+    assert demo["depends_on"][SERVICE]["condition"] == "service_healthy"
+    # The demo reads exactly these variables; they point at the coordinator service and a topic it creates.
+    env = compose_env(demo)
+    assert set(env) <= set(_demo_module().ENV_VARS), set(env) - set(_demo_module().ENV_VARS)
+    config = _image_config(service, instructions)
+    assert env["DEMO_BOOTSTRAP"] == f"{SERVICE}:{config.port}"
+    assert env["DEMO_TOPIC"] in {t.name for t in config.topics}
+    args = _demo_module().parse_args(mode, env)
+    assert (args.bootstrap, args.topic) == (env["DEMO_BOOTSTRAP"], env["DEMO_TOPIC"])
+
+
+def test_compose_runs_a_three_member_consumer_group(compose: dict[str, Any], service: dict[str, Any],
+                                                    instructions: list[tuple[str, str]]) -> None:
+    consumer = compose["services"]["consumer"]
+    assert int(consumer["deploy"]["replicas"]) == 3
+    topic = {t.name: t for t in _image_config(service, instructions).topics}[compose_env(consumer)["DEMO_TOPIC"]]
+    assert topic.partitions >= 3  # every member gets partitions
+
+
+def test_prometheus_scrapes_the_metrics_port(compose: dict[str, Any], service: dict[str, Any],
+                                             instructions: list[tuple[str, str]]) -> None:
+    prometheus = compose["services"]["prometheus"]
+    assert str(prometheus["image"]).startswith("prom/prometheus:")
+    mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in prometheus["volumes"]}
+    assert (COMPOSE.parent / mounts["/etc/prometheus/prometheus.yml"]).resolve() == PROMETHEUS.resolve()
+    config = _image_config(service, instructions)
+    scrape = load_yaml(PROMETHEUS)["scrape_configs"]
+    targets = [t for job in scrape for sc in job["static_configs"] for t in sc["targets"]]
+    assert targets == [f"{SERVICE}:{config.metrics_port}"]
+    assert all(job.get("metrics_path", "/metrics") == "/metrics" for job in scrape)
+
+
+def test_grafana_provisions_the_datasource_and_dashboard(compose: dict[str, Any]) -> None:
+    grafana = compose["services"]["grafana"]
+    assert str(grafana["image"]).startswith("grafana/grafana:")
+    mounts = {str(v).split(":")[1]: (COMPOSE.parent / str(v).split(":")[0]) for v in grafana["volumes"]
+              if str(v).startswith(".")}
+    provisioning = mounts["/etc/grafana/provisioning"]
+    datasources = load_yaml(provisioning / "datasources" / "prometheus.yml")["datasources"]
+    assert [d["url"] for d in datasources] == ["http://prometheus:9090"]
+    assert "9090:9090" in [str(p) for p in compose["services"]["prometheus"]["ports"]]
+    providers = load_yaml(provisioning / "dashboards" / "coordinator.yml")["providers"]
+    dashboards_dir = providers[0]["options"]["path"]
+    assert mounts[dashboards_dir].resolve() == DASHBOARD.parent.resolve()
+    home = compose_env(grafana)["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home == f"{dashboards_dir}/{DASHBOARD.name}"
+    uids = {d["uid"] for d in datasources}
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    for panel in dashboard["panels"]:
+        assert panel["datasource"]["uid"] in uids, panel["title"]
+        assert all(t["datasource"]["uid"] in uids for t in panel["targets"]), panel["title"]
+
+
+def test_dashboard_queries_only_metrics_the_server_exports() -> None:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    used = {name for expr in exprs for name in re.findall(r"\b(coordinator_[a-z_]+)\b", expr)}
+    assert used, exprs
+    unknown = used - metrics.metric_names()
+    assert not unknown, f"the dashboard queries metrics the server does not export: {unknown}"
+    # The operator's questions each have a panel: group states, rebalances, requests, errors, lag.
+    for name in ("coordinator_groups", "coordinator_rebalances_total", "coordinator_requests_total",
+                 "coordinator_response_errors_total", "coordinator_consumer_lag", "coordinator_connections"):
+        assert name in used, name
 
 
 def test_known_env_covers_every_config_field() -> None:
