@@ -80,7 +80,8 @@ def test_configuration_table_lists_no_unknown_flags(readme: str) -> None:
 
 
 def test_precedence_rule_is_stated(readme: str) -> None:
-    assert re.search(r"flag\s*>\s*`?COORDINATOR_\*`?\s*environment variable\s*>\s*default",
+    # One rule, four levels: flag > environment variable > config file > default.
+    assert re.search(r"flag\s*>\s*`?COORDINATOR_\*`?\s*environment\s+variable\s*>\s*`?--config`?\s*file\s*>\s*default",
                      section(readme, "Configuration"))
 
 
