@@ -22,6 +22,11 @@ log. A failed fsync is different: after one, the kernel may have dropped the dir
 fsync can report success for data that is gone, so that partition refuses further appends until the
 server restarts and recovery has re-read what is really on disk.
 
+Compaction (`storage.compaction`): a background task checks every `backoff_ms` whether a partition's
+sealed segments are dirtier than `min_cleanable_dirty_ratio` and cleans it: the heavy reading and writing
+runs in a cleaner thread of its own while appends carry on to the active segment; the short swap runs in
+the writer's I/O thread, between two rounds, so no append sees the segment list change under it.
+
 The data directory holds `.lock` (an exclusive `flock` while a server uses it), `meta.properties` (the
 partition count the directory was created with) and one `__consumer_offsets-<p>/` per partition.
 """
@@ -32,8 +37,9 @@ import contextlib
 import errno as errno_mod
 import fcntl
 import os
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,9 +49,17 @@ import structlog
 from coordinator_server import metrics
 from coordinator_server.config import FsyncPolicy
 from coordinator_server.group.records import CoordinatorRecord
+from coordinator_server.storage import compaction
 from coordinator_server.storage.codec import decode_record, encode_record, record_key_version
 from coordinator_server.storage.errors import RecordDecodeError, StorageError
-from coordinator_server.storage.log import DEFAULT_SEGMENT_BYTES, FileIO, PartitionLog, partition_dir
+from coordinator_server.storage.index import DEFAULT_INDEX_INTERVAL_BYTES
+from coordinator_server.storage.log import (
+    DEFAULT_SEGMENT_BYTES,
+    DEFAULT_SEGMENT_MS,
+    FileIO,
+    PartitionLog,
+    partition_dir,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +67,20 @@ LOCK_FILE = ".lock"
 META_FILE = "meta.properties"
 META_PARTITIONS_KEY = "offsets.topic.num.partitions"
 _META_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class CleanerConfig:
+    """Kafka's log cleaner settings for `__consumer_offsets` (cleanup.policy=compact)."""
+
+    enabled: bool = True  # log.cleaner.enable
+    min_cleanable_dirty_ratio: float = compaction.DEFAULT_MIN_CLEANABLE_DIRTY_RATIO
+    delete_retention_ms: int = compaction.DEFAULT_DELETE_RETENTION_MS
+    backoff_ms: int = compaction.DEFAULT_CLEANER_BACKOFF_MS
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -65,7 +93,8 @@ class _Append:
 
 class CoordinatorLog:
     def __init__(self, data_dir: Path, partitions: int, fsync: FsyncPolicy, logs: list[PartitionLog],
-                 lock_fd: int) -> None:
+                 lock_fd: int, cleaner: CleanerConfig | None = None,
+                 wall_clock_ms: Callable[[], int] = _wall_clock_ms) -> None:
         self.data_dir = data_dir
         self._partitions = partitions
         self._fsync = fsync
@@ -80,10 +109,21 @@ class CoordinatorLog:
         self._failed: dict[int, StorageError] = {}  # partitions whose fsync failed
         self._closing = False
         self._closed = False
+        self._cleaner = cleaner or CleanerConfig()
+        # The tombstone horizon is wall time; an injected clock keeps tests off the real one.
+        self._wall_clock_ms = wall_clock_ms
+        self._cleaner_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coordinator-log-cleaner")
+        self._cleaner_task: asyncio.Task[None] | None = None
+        self._cleaner_stop = threading.Event()
+        self._cleaner_wakeup = asyncio.Event()
+        self._compacting: set[int] = set()
 
     @classmethod
     def open(cls, data_dir: str | Path, partitions: int, fsync: FsyncPolicy, *,
-             segment_bytes: int = DEFAULT_SEGMENT_BYTES, file_io: FileIO | None = None) -> CoordinatorLog:
+             segment_bytes: int = DEFAULT_SEGMENT_BYTES, file_io: FileIO | None = None,
+             segment_ms: int = DEFAULT_SEGMENT_MS, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+             cleaner: CleanerConfig | None = None,
+             wall_clock_ms: Callable[[], int] = _wall_clock_ms) -> CoordinatorLog:
         """Lock the data directory, settle the partition count and open (recover) every partition.
 
         Raises StorageError when the directory is in use or its meta.properties is unusable, and
@@ -96,13 +136,14 @@ class CoordinatorLog:
         try:
             effective = _settle_partition_count(data_dir, partitions)
             for p in range(effective):
-                logs.append(PartitionLog.open(data_dir, p, segment_bytes, file_io))
+                logs.append(PartitionLog.open(data_dir, p, segment_bytes, file_io, segment_ms=segment_ms,
+                                              index_interval_bytes=index_interval_bytes))
         except BaseException:
             for plog in logs:
                 plog.close()
             _unlock(lock_fd)
             raise
-        return cls(data_dir, effective, fsync, logs, lock_fd)
+        return cls(data_dir, effective, fsync, logs, lock_fd, cleaner, wall_clock_ms)
 
     @property
     def partitions(self) -> int:
@@ -154,6 +195,7 @@ class CoordinatorLog:
         if self._closed:
             return
         self._closing = True
+        await self._stop_cleaner()
         if self._writer is not None:
             self._start_writer()  # wakes it so it drains the queue and stops
             await self._writer
@@ -162,6 +204,7 @@ class CoordinatorLog:
             await loop.run_in_executor(self._executor, self._sync_and_close_all)
         finally:
             self._executor.shutdown(wait=True)
+            self._cleaner_executor.shutdown(wait=True)
             _unlock(self._lock_fd)
             self._closed = True
 
@@ -172,6 +215,9 @@ class CoordinatorLog:
             self._wakeup = asyncio.Event()
         if self._writer is None:
             self._writer = asyncio.get_running_loop().create_task(self._run(), name="coordinator-log-writer")
+        if self._cleaner_task is None and self._cleaner.enabled and not self._closing:
+            self._cleaner_task = asyncio.get_running_loop().create_task(
+                self._run_cleaner(), name="coordinator-log-cleaner")
         self._wakeup.set()
 
     async def _run(self) -> None:
@@ -264,9 +310,76 @@ class CoordinatorLog:
         for p, plog in enumerate(self._logs):
             err = None if plog.failed is not None else self._sync(p)
             first_error = first_error or err
-            plog.close()
+            # A clean mark lets the next open trust the whole partition: only when all of it is durable.
+            plog.close(clean=err is None and plog.failed is None and p not in self._failed)
         if first_error is not None:
             raise first_error
+
+    # -- compaction --
+
+    async def compact_if_needed(self) -> int:
+        """Clean every partition whose dirty ratio reached min_cleanable_dirty_ratio; returns how many."""
+        cleaned = 0
+        for p, plog in enumerate(self._logs):
+            if self._closing:
+                break
+            if compaction.dirty_ratio(plog) >= self._cleaner.min_cleanable_dirty_ratio \
+                    and await self.compact_now(p):
+                cleaned += 1
+        return cleaned
+
+    async def compact_now(self, partition: int, now_ms: int | None = None) -> bool:
+        """Clean `partition`'s sealed segments now; False when there was nothing to clean (no sealed
+        segment, a failed partition, closing, or a cleaning already running)."""
+        plog = self._log(partition)
+        if self._closing or partition in self._failed or plog.failed is not None or partition in self._compacting:
+            return False
+        loop = asyncio.get_running_loop()
+        self._compacting.add(partition)
+        try:
+            snap = await loop.run_in_executor(self._executor, compaction.snapshot, plog)
+            if snap is None:
+                return False
+            now = self._wall_clock_ms() if now_ms is None else now_ms
+            result = await loop.run_in_executor(
+                self._cleaner_executor, compaction.clean, snap, now, self._cleaner.delete_retention_ms,
+                plog.segment_bytes, self._cleaner_stop)
+            if self._closing:
+                compaction.discard(result)
+                return False
+            try:
+                await loop.run_in_executor(self._executor, compaction.swap_in, plog, result)
+            except OSError as e:
+                # The files may be half swapped: only the recovery of a restart can sort them out.
+                err = StorageError(f"swapping in the cleaned segments of __consumer_offsets-{partition} failed: "
+                                   f"{e}; the partition takes no more appends until the server restarts", e.errno)
+                log.error("log_cleaner_swap_failed", partition=partition, error=str(e))
+                self._failed[partition] = err
+                return False
+            return True
+        finally:
+            self._compacting.discard(partition)
+
+    async def _run_cleaner(self) -> None:
+        while not self._closing:
+            try:
+                await self.compact_if_needed()
+            except compaction.CleanerAborted:
+                return
+            except Exception:  # a bug or an I/O error while reading: the log stays as it was
+                log.exception("log_cleaner_failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._cleaner_wakeup.wait(), self._cleaner.backoff_ms / 1000)
+
+    async def _stop_cleaner(self) -> None:
+        # Not a cancel: the cleaner thread would go on writing. The stop event makes it abort at its next
+        # batch and delete its files; the wakeup ends the wait between two checks.
+        self._cleaner_stop.set()
+        self._cleaner_wakeup.set()
+        task, self._cleaner_task = self._cleaner_task, None
+        if task is not None:
+            with contextlib.suppress(compaction.CleanerAborted):
+                await task
 
     def _log(self, partition: int) -> PartitionLog:
         if not 0 <= partition < self._partitions:
@@ -351,4 +464,4 @@ def _write_meta(path: Path, partitions: int) -> None:
         os.close(dfd)
 
 
-__all__ = ["LOCK_FILE", "META_FILE", "CoordinatorLog", "partition_dir"]
+__all__ = ["LOCK_FILE", "META_FILE", "CleanerConfig", "CoordinatorLog", "partition_dir"]

@@ -104,9 +104,6 @@ class OffsetIndex:
         self._rel, self._pos = entries
         return True
 
-    def check_file(self, segment_size: int) -> bool:
-        return _read_file(self.path, segment_size) is not None
-
     def reset(self) -> None:
         self._rel, self._pos = array("i"), array("i")
         self._bytes_since_entry = 0

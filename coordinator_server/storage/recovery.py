@@ -173,7 +173,7 @@ def load_trusted(seg: Segment, is_last: bool) -> bool:
         if not is_last:
             seg.index.seal()
         return True
-    if not (seg.index.load(seg.size) if is_last else seg.index.check_file(seg.size)):
+    if not seg.index.load(seg.size):  # a sealed segment's entries are dropped again below
         return False
     last = seg.index.last_entry()
     start = last[1] if last is not None else 0
