@@ -71,6 +71,7 @@ def run(config: Config) -> int:
 SUBCOMMANDS: dict[str, str] = {
     "groups": "coordinator_server.tools.groups",
     "dump-log": "coordinator_server.tools.dump_log",
+    "repair-log": "coordinator_server.tools.repair_log",
 }
 
 
@@ -78,7 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in SUBCOMMANDS:
         tool = importlib.import_module(SUBCOMMANDS[args[0]])
-        code: int = tool.main(args[1:])
+        # A tool's command-line entry point is `cli(argv)` if it has one, else `main(argv)`.
+        entry = getattr(tool, "cli", tool.main)
+        code: int = entry(args[1:])
         return code
     loaded = resolve_config(args)
     if loaded.print_config:

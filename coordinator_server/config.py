@@ -68,6 +68,11 @@ class Config:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 10080
     metrics_port: int | None = None  # no metrics endpoint unless asked for
+    delete_retention_ms: int = 86_400_000
+    log_roll_ms: int = 604_800_000
+    log_cleaner_enable: bool = True
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_backoff_ms: int = 15_000
     cluster_id: str = "coordinator-server-cluster"
     # The topic store (data plane); defaults are Kafka's broker defaults.
     auto_create_topics: bool = True  # auto.create.topics.enable
@@ -107,6 +112,13 @@ def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError("must be in (0, 1]")
     return value
 
 
@@ -160,6 +172,13 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--offsets-retention-minutes", "offsets_retention_minutes", _positive, "offsets.retention.minutes"),
     ("--offset-metadata-max-bytes", "offset_metadata_max_bytes", _non_negative, "offset.metadata.max.bytes"),
     ("--metrics-port", "metrics_port", _non_negative, "port of the Prometheus /metrics endpoint (0 = a free one)"),
+    ("--delete-retention-ms", "delete_retention_ms", _non_negative,
+     "log.cleaner.delete.retention.ms: how long compaction keeps tombstones"),
+    ("--log-roll-ms", "log_roll_ms", _positive, "log.roll.ms: roll a __consumer_offsets segment after this"),
+    ("--log-cleaner-enable", "log_cleaner_enable", _bool, "log.cleaner.enable: compact __consumer_offsets"),
+    ("--log-cleaner-min-cleanable-ratio", "log_cleaner_min_cleanable_ratio", _ratio,
+     "log.cleaner.min.cleanable.ratio: dirty share of a log that triggers compaction"),
+    ("--log-cleaner-backoff-ms", "log_cleaner_backoff_ms", _positive, "log.cleaner.backoff.ms: compaction check period"),
 ]
 
 
@@ -194,6 +213,8 @@ def toml_kind(typ: object) -> type:
         return str
     if typ is _bool:
         return bool
+    if typ is _ratio:
+        return float
     # A new validator must say which TOML type it reads, or the file could only ever be rejected.
     raise TypeError(f"no TOML type known for option type {typ!r}: add it to _INT_TYPES or _STR_TYPES")
 
@@ -260,6 +281,8 @@ def _did_you_mean(key: str) -> str:
 
 def _file_value(path: Path, key: str, typ: object, value: object) -> object:
     kind = toml_kind(typ)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)  # `ratio = 1` is as good as `ratio = 1.0`
     # bool is a subclass of int in Python, but `port = true` is a mistake, not 1.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ConfigFileError(f"config file {path}: key {key!r} must be a TOML {_KIND_NAMES[kind]}, "
@@ -283,7 +306,7 @@ def _file_topics(path: Path, value: object) -> tuple[TopicSpec, ...]:
         raise ConfigFileError(f"config file {path}: key {TOPIC_KEY!r}: {e}") from e
 
 
-_KIND_NAMES = {int: "integer", str: "string", bool: "boolean (true or false)"}
+_KIND_NAMES = {int: "integer", float: "float", str: "string", bool: "boolean (true or false)"}
 
 
 def _toml_type_name(value: object) -> str:
@@ -363,8 +386,8 @@ def render_toml(loaded: LoadedConfig) -> str:
 def _toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
+    if isinstance(value, int | float):
+        return repr(value)
     if isinstance(value, TopicSpec):
         return _toml_value(f"{value.name}:{value.partitions}")
     if isinstance(value, tuple | list):

@@ -42,6 +42,7 @@ from coordinator_server.group.coordinator import GroupConfig, GroupCoordinator
 from coordinator_server.metrics import GroupMetrics
 from coordinator_server.purgatory import Timer
 from coordinator_server.storage import CoordinatorLog, StorageError
+from coordinator_server.storage.coordinator_log import CleanerConfig
 from protocol.errors import Errors
 
 log = structlog.get_logger("coordinator_server.runtime")
@@ -124,7 +125,15 @@ class CoordinatorRuntime:
     async def open(cls, config: Config) -> CoordinatorRuntime:
         """Open the log (recovering it), replay every partition, and start the timer."""
         loop = asyncio.get_running_loop()
-        log_ = CoordinatorLog.open(config.data_dir, config.offsets_partitions, config.fsync)
+        log_ = CoordinatorLog.open(
+            config.data_dir, config.offsets_partitions, config.fsync, segment_ms=config.log_roll_ms,
+            cleaner=CleanerConfig(
+                enabled=config.log_cleaner_enable,
+                min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,
+                delete_retention_ms=config.delete_retention_ms,
+                backoff_ms=config.log_cleaner_backoff_ms,
+            ),
+        )
         try:
             now_ms = _monotonic_ms(loop)
             coordinator = GroupCoordinator(

@@ -21,6 +21,7 @@ import fcntl
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,6 +193,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--truncate", action="store_true",
                         help="back up the affected files to <file>.bak-<timestamp>, then cut the log at the "
                         "first bad batch (the records from there on are lost). Default: report only")
+
+
+def cli(argv: Sequence[str]) -> int:
+    """`coordinator-server repair-log ...`: parse argv, then run."""
+    parser = argparse.ArgumentParser(prog="coordinator-server repair-log", description=__doc__)
+    add_arguments(parser)
+    return main(parser.parse_args(list(argv)))
 
 
 def main(args: argparse.Namespace) -> int:

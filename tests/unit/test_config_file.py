@@ -108,7 +108,7 @@ def test_cross_field_checks_apply_to_file_values(tmp_path: Path, capsys: pytest.
 
 def test_every_option_has_a_toml_type() -> None:
     for _flag, attr, typ, _help in _OPTIONS:
-        assert toml_kind(typ) in (int, str, bool), attr
+        assert toml_kind(typ) in (int, float, str, bool), attr
     assert config_keys()[-1] == "topic"
 
 
