@@ -11,7 +11,7 @@ PORT ?= 9092
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-unit test-integration test-interop interop-deps compat-matrix lint clean
+.PHONY: install run test test-unit test-integration test-interop interop-deps compat-matrix lint clean soak
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,14 @@ compat-matrix: $(TEST_STAMP) interop-deps
 	mkdir -p build
 	-$(PY) -m pytest tests/interop -n 2 --junitxml=build/interop-junit.xml $(PYTEST_ARGS)
 	$(PY) scripts/compat_matrix.py build/interop-junit.xml docs/compatibility.md
+
+# The crash-consistency and fuzz suites, longer: more SIGKILL points and more fuzzed frames. Override
+# e.g. `make soak SOAK_KILLS=1000`; SOAK_SEED=<printed seed> replays a crash schedule.
+SOAK_KILLS ?= 300
+SOAK_FUZZ_EXAMPLES ?= 20000
+soak: $(TEST_STAMP)
+	SOAK_KILLS=$(SOAK_KILLS) SOAK_FUZZ_EXAMPLES=$(SOAK_FUZZ_EXAMPLES) $(PY) -m pytest -s -o timeout=0 \
+		tests/durability/test_crash_consistency.py tests/fuzz $(PYTEST_ARGS)
 
 lint: $(TEST_STAMP)
 	$(PIP) install -q ruff mypy

@@ -15,7 +15,7 @@ from coordinator_server.config import Config
 from coordinator_server.metrics import CoordinatorCollector, MetricsEndpoint
 from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
-from coordinator_server.net.server import CoordinatorServer
+from coordinator_server.net.server import ConnectionLimits, CoordinatorServer
 from coordinator_server.topics.store import StoreConfig, TopicStore
 from coordinator_server.topics.writer import GroupCommitWriter
 
@@ -61,7 +61,8 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         if config.metrics_port is not None:
             metrics_endpoint = _start_metrics(config, runtime, store, data)
         handlers = RequestHandlers(runtime, store, endpoint, config.cluster_id, data, config.auto_create_topics)
-        server = CoordinatorServer(handlers, config.socket_request_max_bytes)
+        server = CoordinatorServer(handlers, config.socket_request_max_bytes,
+                                   ConnectionLimits(config.max_connections, config.max_connections_per_ip))
         try:
             host, port = await server.start(config.host, config.port)
         except OSError as e:

@@ -65,6 +65,8 @@ class Config:
     log_level: str = "info"
     fsync: FsyncPolicy = field(default_factory=lambda: FsyncPolicy("always"))
     socket_request_max_bytes: int = 104_857_600
+    max_connections: int = INT32_MAX  # max.connections
+    max_connections_per_ip: int = INT32_MAX  # max.connections.per.ip
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 10080
     metrics_port: int | None = None  # no metrics endpoint unless asked for
@@ -169,6 +171,10 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--log-level", "log_level", str, "debug, info, warning or error"),
     ("--fsync", "fsync", _fsync, "always | interval:MS | never"),
     ("--socket-request-max-bytes", "socket_request_max_bytes", _positive, "socket.request.max.bytes"),
+    ("--max-connections", "max_connections", _positive,
+     "max.connections: connections accepted over it are closed at once"),
+    ("--max-connections-per-ip", "max_connections_per_ip", _positive,
+     "max.connections.per.ip: connections from one address over it are closed at once"),
     ("--offsets-retention-minutes", "offsets_retention_minutes", _positive, "offsets.retention.minutes"),
     ("--offset-metadata-max-bytes", "offset_metadata_max_bytes", _non_negative, "offset.metadata.max.bytes"),
     ("--metrics-port", "metrics_port", _non_negative, "port of the Prometheus /metrics endpoint (0 = a free one)"),

@@ -38,6 +38,7 @@ from protocol.framing import (
 from protocol.group_messages import java_inet_address_string
 
 from .handlers import RequestContext, RequestHandlers
+from .request_checks import null_in_non_nullable
 
 log = structlog.get_logger("coordinator_server.net")
 
@@ -168,11 +169,19 @@ class Connection:
 
     def _decode_body(self, header: ParsedHeader, payload: bytes) -> ApiMessage:
         try:
-            return decode_request_body(header, payload)
+            request = decode_request_body(header, payload)
         except BodyDecodeError as e:
             log.warning("invalid_request_body", api=header.api_name, api_version=header.api_version,
                         correlation_id=header.correlation_id, error=str(e))
             raise _CloseConnection from None
+        assert header.spec is not None
+        null_field = null_in_non_nullable(request, header.spec.request.json["fields"], header.api_version)
+        if null_field is not None:
+            log.warning("invalid_request_body", api=header.api_name, api_version=header.api_version,
+                        correlation_id=header.correlation_id,
+                        error=f"non-nullable field {null_field} was serialized as null")
+            raise _CloseConnection
+        return request
 
     async def _call_handler(self, header: ParsedHeader, request: ApiMessage) -> ApiMessage | None:
         ctx = RequestContext(header=header, client_host=self.client_host)

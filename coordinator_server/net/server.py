@@ -7,15 +7,25 @@ Shutdown order (driven by app.serve):
 3. the app closes the runtime, which answers the still-parked requests (JoinGroup, SyncGroup) with
    NOT_COORDINATOR so their connections can write that answer and close;
 4. `close(timeout_s)` waits for the rest and cancels whatever is still stuck.
+
+Connection limits (Kafka's max.connections and max.connections.per.ip): a connection accepted over either
+limit is closed at once, before anything is read from it, with one `connection_refused` log line naming
+the limit; the connections already open are not touched. (A Kafka acceptor *waits* for a free slot when
+the broker-wide limit is reached; we close instead, so a flood of connections never queues up in the
+accept backlog holding file descriptors — a client sees a disconnect and retries with backoff.)
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections import Counter
+from dataclasses import dataclass
 
 import structlog
 
 from coordinator_server import metrics
+from coordinator_server.config import INT32_MAX
 
 from .connection import Connection
 from .handlers import RequestHandlers
@@ -23,12 +33,24 @@ from .handlers import RequestHandlers
 log = structlog.get_logger("coordinator_server.net")
 
 
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How many connections may be open at once: in all (max.connections) and from one client address
+    (max.connections.per.ip). Defaults are Kafka's: no practical limit."""
+
+    max_connections: int = INT32_MAX
+    max_connections_per_ip: int = INT32_MAX
+
+
 class CoordinatorServer:
-    def __init__(self, handlers: RequestHandlers, max_request_bytes: int) -> None:
+    def __init__(self, handlers: RequestHandlers, max_request_bytes: int,
+                 limits: ConnectionLimits | None = None) -> None:
         self._handlers = handlers
         self._max_request_bytes = max_request_bytes
+        self._limits = limits or ConnectionLimits()
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
+        self._per_ip: Counter[str] = Counter()
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Bind and start accepting; returns the bound (host, port) — the real port for port 0.
@@ -60,15 +82,36 @@ class CoordinatorServer:
             # Responses are single writes; don't let Nagle hold them back behind a delayed ACK.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = Connection(reader, writer, self._handlers, self._max_request_bytes)
+        refused = self._over_limit(conn.peer_ip)
+        if refused is not None:
+            reason, limit, count = refused
+            log.warning("connection_refused", reason=reason, limit=limit, open=count, peer=conn.peer)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            return
         conn.task = asyncio.current_task()
         self._connections.add(conn)
+        self._per_ip[conn.peer_ip] += 1
         metrics.CONNECTIONS_OPENED.inc()
         metrics.CONNECTIONS.inc()
         try:
             await conn.serve()
         finally:
             self._connections.discard(conn)
+            self._per_ip[conn.peer_ip] -= 1
+            if self._per_ip[conn.peer_ip] <= 0:
+                del self._per_ip[conn.peer_ip]
             metrics.CONNECTIONS.dec()
+
+    def _over_limit(self, peer_ip: str) -> tuple[str, int, int] | None:
+        """(limit name, limit, open count) when one more connection from `peer_ip` would exceed a limit.
+        Checked and counted with no await in between, so concurrent accepts cannot both slip under it."""
+        if len(self._connections) >= self._limits.max_connections:
+            return "max_connections", self._limits.max_connections, len(self._connections)
+        if self._per_ip[peer_ip] >= self._limits.max_connections_per_ip:
+            return "max_connections_per_ip", self._limits.max_connections_per_ip, self._per_ip[peer_ip]
+        return None
 
     @property
     def connection_count(self) -> int:
