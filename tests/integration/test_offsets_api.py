@@ -289,11 +289,14 @@ def test_member_generation_and_state_rules(srv: ServerProcess, conn: Connection)
 def subscribed_consumer(srv: ServerProcess, group: str, topic: str) -> KafkaConsumer:
     consumer = KafkaConsumer(bootstrap_servers=srv.address, group_id=group, enable_auto_commit=False,
                              session_timeout_ms=6000, heartbeat_interval_ms=500)
+    # Metadata first (see e2e_support.kafka_python_consumer: kafka-python 3.0.12 can drop the SyncGroup
+    # result of a metadata-triggered rejoin when poll() times out mid-rebalance, and then never recovers).
+    assert consumer.partitions_for_topic(topic)
     consumer.subscribe([topic])
     deadline = time.monotonic() + 20
     while not consumer.assignment():
         assert time.monotonic() < deadline, "the consumer got no assignment"
-        consumer.poll(timeout_ms=100)
+        consumer.poll(timeout_ms=1000)
     return consumer
 
 
