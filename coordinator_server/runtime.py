@@ -41,7 +41,7 @@ from coordinator_server.group.api import (
 from coordinator_server.group.coordinator import GroupConfig, GroupCoordinator
 from coordinator_server.metrics import GroupMetrics
 from coordinator_server.purgatory import Timer
-from coordinator_server.storage import CoordinatorLog, StorageError
+from coordinator_server.storage import CoordinatorLog, RecordTooLargeError, StorageError
 from coordinator_server.storage.coordinator_log import CleanerConfig
 from protocol.errors import Errors
 
@@ -314,6 +314,12 @@ class CoordinatorRuntime:
         error = Errors.NONE
         try:
             await self.log.append(append.partition, append.records, self._wall_ms())
+        except RecordTooLargeError as e:
+            # Nothing was written; the core maps it per API as Kafka does (SyncGroup: UNKNOWN_SERVER_ERROR,
+            # OffsetCommit: INVALID_COMMIT_OFFSET_SIZE).
+            log.warning("coordinator_record_too_large", group_id=append.group_id, partition=append.partition,
+                        error=str(e))
+            error = Errors.MESSAGE_TOO_LARGE
         except StorageError as e:
             log.error("coordinator_log_append_failed", group_id=append.group_id, partition=append.partition,
                       error=str(e))

@@ -50,8 +50,9 @@ from coordinator_server import metrics
 from coordinator_server.config import FsyncPolicy
 from coordinator_server.group.records import CoordinatorRecord
 from coordinator_server.storage import compaction
+from coordinator_server.storage.batch import HEADER_SIZE
 from coordinator_server.storage.codec import decode_record, encode_record, record_key_version
-from coordinator_server.storage.errors import RecordDecodeError, StorageError
+from coordinator_server.storage.errors import RecordDecodeError, RecordTooLargeError, StorageError
 from coordinator_server.storage.index import DEFAULT_INDEX_INTERVAL_BYTES
 from coordinator_server.storage.log import (
     DEFAULT_SEGMENT_BYTES,
@@ -79,6 +80,18 @@ class CleanerConfig:
     backoff_ms: int = compaction.DEFAULT_CLEANER_BACKOFF_MS
 
 
+# Kafka's message.max.bytes (the `__consumer_offsets` topic inherits the broker default).
+DEFAULT_MAX_BATCH_BYTES = 1_048_588
+# Per record in a v2 batch: length, attributes, offset and timestamp deltas, key/value lengths, headers
+# count, all varints; 21 bytes bounds them for any record that fits in a batch.
+_RECORD_OVERHEAD = 21
+
+
+def batch_size_estimate(encoded: Sequence[tuple[bytes, bytes | None]]) -> int:
+    """An upper bound of the uncompressed v2 batch holding these records."""
+    return HEADER_SIZE + sum(_RECORD_OVERHEAD + len(k) + len(v or b"") for k, v in encoded)
+
+
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -94,8 +107,10 @@ class _Append:
 class CoordinatorLog:
     def __init__(self, data_dir: Path, partitions: int, fsync: FsyncPolicy, logs: list[PartitionLog],
                  lock_fd: int, cleaner: CleanerConfig | None = None,
-                 wall_clock_ms: Callable[[], int] = _wall_clock_ms) -> None:
+                 wall_clock_ms: Callable[[], int] = _wall_clock_ms,
+                 max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> None:
         self.data_dir = data_dir
+        self._max_batch_bytes = max_batch_bytes
         self._partitions = partitions
         self._fsync = fsync
         self._logs = logs
@@ -123,7 +138,8 @@ class CoordinatorLog:
              segment_bytes: int = DEFAULT_SEGMENT_BYTES, file_io: FileIO | None = None,
              segment_ms: int = DEFAULT_SEGMENT_MS, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
              cleaner: CleanerConfig | None = None,
-             wall_clock_ms: Callable[[], int] = _wall_clock_ms) -> CoordinatorLog:
+             wall_clock_ms: Callable[[], int] = _wall_clock_ms,
+             max_batch_bytes: int = 0) -> CoordinatorLog:
         """Lock the data directory, settle the partition count and open (recover) every partition.
 
         Raises StorageError when the directory is in use or its meta.properties is unusable, and
@@ -143,7 +159,8 @@ class CoordinatorLog:
                 plog.close()
             _unlock(lock_fd)
             raise
-        return cls(data_dir, effective, fsync, logs, lock_fd, cleaner, wall_clock_ms)
+        return cls(data_dir, effective, fsync, logs, lock_fd, cleaner, wall_clock_ms,
+                   max_batch_bytes or DEFAULT_MAX_BATCH_BYTES)
 
     @property
     def partitions(self) -> int:
@@ -179,6 +196,12 @@ class CoordinatorLog:
         if not records:
             return
         encoded = [encode_record(r) for r in records]
+        size = batch_size_estimate(encoded)
+        if size > self._max_batch_bytes:
+            # Kafka refuses such a batch with MESSAGE_TOO_LARGE; the coordinator maps it per API.
+            raise RecordTooLargeError(
+                f"a {size}-byte batch for __consumer_offsets-{partition} is over message.max.bytes "
+                f"({self._max_batch_bytes})")
         if partition in self._failed:
             raise self._failed[partition]
         if plog.failed is not None:

@@ -19,6 +19,10 @@ class StorageError(Exception):
         self.errno = errno
 
 
+class RecordTooLargeError(StorageError):
+    """A batch over the log's maximum size (Kafka's message.max.bytes): refused before anything is written."""
+
+
 class CorruptLogError(Exception):
     """A bad batch that is not a torn tail: recovery stopped and changed nothing on disk."""
 

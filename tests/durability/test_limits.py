@@ -164,9 +164,6 @@ def test_group_max_size_answers_group_max_size_reached(server_factory: ServerFac
         close_all([a, b, c])
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: no size limit on __consumer_offsets records; a group "
-                   "record over message.max.bytes is written instead of failing with MESSAGE_TOO_LARGE "
-                   "(SyncGroup should answer UNKNOWN_SERVER_ERROR, as Kafka's mapping does)")
 def test_group_record_over_message_max_bytes_fails_the_sync(server_factory: ServerFactory) -> None:
     srv = server_factory(initial_rebalance_delay_ms=0, min_session_timeout_ms=100)
     m = GroupMember(srv, "huge", "h")

@@ -286,3 +286,19 @@ async def test_corruption_in_a_trusted_segment_fails_replay_naming_file_and_posi
         list(log.replay(0))
     assert (info.value.path, info.value.position) == (segment, second)
     await log.close()
+
+
+async def test_batch_over_message_max_bytes_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    from coordinator_server.group.records import GroupMetadataValue, MemberRecord
+    from coordinator_server.storage import RecordTooLargeError
+
+    clog = CoordinatorLog.open(tmp_path, 1, FsyncPolicy("always"), max_batch_bytes=10_000)
+    member = MemberRecord("m", None, "c", "/127.0.0.1", 1000, 1000, b"", b"\x00" * 20_000)
+    huge = GroupMetadataRecord("g", GroupMetadataValue("consumer", 1, "range", "m", -1, (member,)))
+    with pytest.raises(RecordTooLargeError):
+        await clog.append(0, [huge], 1)
+    await clog.append(0, [commit("g", 1)], 1)  # the partition keeps working
+    await clog.close()
+    reopened = CoordinatorLog.open(tmp_path, 1, FsyncPolicy("always"))
+    assert list(reopened.replay(0)) == [commit("g", 1)]
+    await reopened.close()

@@ -233,3 +233,10 @@ def test_empty_group_without_offsets_is_removed_at_the_next_cleanup() -> None:
     h.sleep(600_000)
     assert h.coordinator.group("g") is None
     assert h.group_records()[-1].value is None
+
+
+def test_commit_whose_record_is_too_large_answers_invalid_commit_offset_size() -> None:
+    h = Harness()
+    h.fail_appends(Errors.MESSAGE_TOO_LARGE)
+    assert errors(h.commit("g", {("t", 0): 1})) == [Errors.INVALID_COMMIT_OFFSET_SIZE]
+    assert h.committed("g", "t", 0) == -1

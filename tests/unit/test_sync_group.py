@@ -167,3 +167,12 @@ def test_duplicate_parked_sync_answers_the_first_one() -> None:
     assert sync_result(first).error is Errors.REBALANCE_IN_PROGRESS
     h.sync("g", leader, generation, {follower: b"F"})
     assert sync_result(second).assignment == b"F"
+
+
+def test_assignment_record_too_large_answers_unknown_server_error_as_kafka_maps_message_too_large() -> None:
+    h = Harness()
+    leader, follower, generation = _two_joined(h)
+    parked = h.sync("g", follower, generation)
+    h.fail_appends(Errors.MESSAGE_TOO_LARGE)
+    h.sync("g", leader, generation, {leader: b"L", follower: b"F"})
+    assert sync_result(parked).error is Errors.UNKNOWN_SERVER_ERROR
