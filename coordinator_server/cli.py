@@ -72,6 +72,7 @@ SUBCOMMANDS: dict[str, str] = {
     "groups": "coordinator_server.tools.groups",
     "dump-log": "coordinator_server.tools.dump_log",
     "repair-log": "coordinator_server.tools.repair_log",
+    "pipeline": "pipeline.cli",  # the Spark jobs (the `pipeline` extra; docs/pipeline.md)
 }
 
 

@@ -1,0 +1,13 @@
+"""Analytics over the coordinator's log with Apache Spark (docs/pipeline.md).
+
+* `pipeline.decode`  — pure Python: segment bytes -> rows (no Spark import, so it is unit-testable and is
+  what each Spark task runs);
+* `pipeline.reader`  — the Spark reader: `binaryFile` + `mapInArrow` into the typed `group_metadata`,
+  `offset_commits` and `topic_batches` DataFrames;
+* `pipeline.jobs`    — snapshot, rebalances and lag as DataFrame transformations;
+* `pipeline.report`  — the static HTML report with PNG charts;
+* `pipeline.cli`     — `coordinator-server pipeline JOB ...` (also a spark-submit script);
+* `pipeline.demo_data` / `pipeline.demo_client` — a real server driven by real clients, for a log to read.
+
+Installed with the `pipeline` extra (PySpark 4, pandas, pyarrow, matplotlib) and needs Java 17+.
+"""

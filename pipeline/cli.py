@@ -1,0 +1,146 @@
+"""`coordinator-server pipeline JOB PATH... --out DIR`: the Spark jobs over coordinator logs.
+
+    coordinator-server pipeline demo-data --out build/pipeline/demo
+    coordinator-server pipeline snapshot   build/pipeline/demo/node-0 build/pipeline/demo/node-1 --out OUT
+    coordinator-server pipeline rebalances PATH... --out OUT
+    coordinator-server pipeline lag        PATH... --out OUT [--min-lag 100]
+    coordinator-server pipeline report     PATH... --out OUT [--top 8]
+    coordinator-server pipeline all        PATH... --out OUT           (all four, one Spark session)
+
+Each PATH is a data directory (one per node), an `__consumer_offsets-N` directory or segment files, on
+any filesystem Spark reads (file:, hdfs:, s3a:, ...), globs allowed. Results are Parquet under
+OUT/<job>/ (the report: OUT/report/index.html).
+
+Runs Spark in `local[*]` unless `--master` says otherwise. Under spark-submit the file itself is the
+application (`spark-submit --master yarn .../pipeline/cli.py snapshot ...`): spark-submit's master and
+configuration are then kept, never overridden here (docs/pipeline.md).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipeline.reader import CoordinatorLog
+
+PROG = "coordinator-server pipeline"
+JOBS = ("snapshot", "rebalances", "lag", "report", "all")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Spark jobs over the coordinator's log "
+                                     "(docs/pipeline.md). `demo-data` writes a history to try them on.")
+    parser.add_argument("job", choices=(*JOBS, "demo-data"))
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="data directories (one per node), partition directories or segments; any Spark URI")
+    parser.add_argument("--out", required=True, help="output directory (any Spark URI; the report: local)")
+    parser.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra Spark configuration, repeatable")
+    parser.add_argument("--min-lag", type=int, default=100,
+                        help="lag: a group with at least this lag that keeps growing is falling behind")
+    parser.add_argument("--top", type=int, default=8, help="report: how many groups the charts show")
+    return parser
+
+
+def spark_session(master: str | None, conf: Sequence[str], app: str) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app)
+    # spark-submit starts the Python driver with a gateway to the JVM it launched: its --master and
+    # --conf are already in effect and must win, so nothing is defaulted then.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if master:
+        builder = builder.master(master)
+    elif not submitted:
+        builder = builder.master("local[*]")
+        # Local workers must run this interpreter (the venv with kafka-python and this package), not
+        # whatever `python3` is first on PATH. SparkContext reads the variable (the conf key
+        # spark.pyspark.python is only read by spark-submit).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
+        # Spark's 200 shuffle partitions are for clusters; on one machine they are 200 tiny tasks a stage.
+        builder = builder.config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 1)))
+    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    for item in conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"{PROG}: --conf wants KEY=VALUE, got {item!r}")
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _write(df: DataFrame, out: str, name: str) -> str:
+    path = f"{out.rstrip('/')}/{name}"
+    df.write.mode("overwrite").parquet(path)
+    return path
+
+
+def run_job(spark: SparkSession, job: str, paths: Sequence[str], out: str, min_lag: int = 100,
+            top: int = 8, log: CoordinatorLog | None = None) -> dict[str, str]:
+    """Run one job (or `all`); returns what it wrote, name -> path."""
+    from pipeline import jobs
+    from pipeline.reader import read_log
+
+    log = log or read_log(spark, paths)
+    written: dict[str, str] = {}
+    if job in ("snapshot", "all"):
+        snap = jobs.snapshot(log)
+        written["snapshot/offsets"] = _write(snap.offsets, out, "snapshot/offsets")
+        written["snapshot/groups"] = _write(snap.groups, out, "snapshot/groups")
+    if job in ("rebalances", "all"):
+        reb = jobs.rebalances(log)
+        written["rebalances/generations"] = _write(reb.generations, out, "rebalances/generations")
+        written["rebalances/hourly"] = _write(reb.hourly, out, "rebalances/hourly")
+        written["rebalances/top_groups"] = _write(reb.top_groups, out, "rebalances/top_groups")
+    if job in ("lag", "all"):
+        lag = jobs.lag(log, min_lag=min_lag)
+        written["lag/history"] = _write(lag.history, out, "lag/history")
+        written["lag/current"] = _write(lag.current, out, "lag/current")
+        written["lag/groups"] = _write(lag.groups, out, "lag/groups")
+    if job in ("report", "all"):
+        from pipeline.report import build_report
+
+        report_dir = Path(out.removeprefix("file:")) / "report"
+        written["report"] = str(build_report(log, report_dir, top_n=top, min_lag=min_lag))
+    return written
+
+
+def cli(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["demo-data"]:
+        from pipeline import demo_data
+
+        return demo_data.cli(args_list[1:])
+    args = build_parser().parse_args(args_list)
+    started = time.monotonic()
+    spark = spark_session(args.master, args.conf, f"coordinator-log {args.job}")
+    try:
+        from pipeline.reader import read_log
+
+        log = read_log(spark, args.paths)
+        written = run_job(spark, args.job, args.paths, args.out, args.min_lag, args.top, log)
+        errors = log.errors().count()
+    finally:
+        spark.stop()
+    for name, path in written.items():
+        print(f"{name}: {path}")
+    if errors:
+        # Damage is reported, not fatal: the jobs ran over everything that did decode.
+        print(f"{PROG}: {errors} damaged batch(es) or undecodable record(s) were skipped; "
+              "`coordinator-server dump-log` shows where", file=sys.stderr)
+    print(f"{args.job} done in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return 0
+
+
+main = cli
+
+if __name__ == "__main__":  # spark-submit runs this file as the application
+    sys.exit(cli())
