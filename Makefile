@@ -11,7 +11,7 @@ PORT ?= 9092
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-unit test-integration test-interop interop-deps compat-matrix lint clean soak
+.PHONY: install run test test-unit test-integration test-interop interop-deps compat-matrix lint clean bench bench-quick soak
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/coordinator-server --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
-test: $(TEST_STAMP) interop-deps
+test: $(TEST_STAMP) interop-deps pipeline-deps
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
 
 test-unit: $(TEST_STAMP)
@@ -72,5 +72,41 @@ lint: $(TEST_STAMP)
 	$(PIP) install -q ruff mypy
 	$(VENV)/bin/ruff check coordinator_server protocol tests
 
+# Measured speed (benchmarks/, docs/performance.md): every figure a ratio against a floor server and
+# librdkafka's mock cluster measured in the same run. `bench` (< 15 min on 2 cores) writes
+# benchmarks/results/<date>.json, docs/performance.md and its plot; `bench-quick` (< 2 min) only prints.
+BENCH_STAMP := $(VENV)/.bench-installed
+BENCH_ARGS ?=
+
+$(BENCH_STAMP): $(STAMP)
+	$(PIP) install -q -e '.[bench]'
+	touch $@
+
+bench: $(BENCH_STAMP)
+	$(PY) -m benchmarks.run --profile $(BENCH_ARGS)
+
+bench-quick: $(BENCH_STAMP)
+	$(PY) -m benchmarks.run --quick $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) data .pytest_cache
+
+# The Spark data pipeline (docs/pipeline.md): Java 17+ from Debian when no suitable one is on PATH, and
+# the `pipeline` extra (PySpark 4, pandas, pyarrow, matplotlib). Idempotent and quiet once installed.
+.PHONY: pipeline pipeline-deps
+PIPELINE_STAMP := $(VENV)/.pipeline-installed
+PIPELINE_DIR ?= build/pipeline
+
+$(PIPELINE_STAMP): $(STAMP)
+	$(PIP) install -q -e '.[pipeline]'
+	touch $@
+
+pipeline-deps: $(PIPELINE_STAMP)
+	@command -v java >/dev/null && java -version 2>&1 | grep -q 'version "\(1[7-9]\|2[0-9]\)' || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null)
+
+# Demo history from real servers and clients, then every job and the report over it:
+# $(PIPELINE_DIR)/demo (the logs), $(PIPELINE_DIR)/out (Parquet) and $(PIPELINE_DIR)/out/report/index.html.
+pipeline: pipeline-deps
+	$(VENV)/bin/coordinator-server pipeline demo-data --out $(PIPELINE_DIR)/demo --force
+	$(VENV)/bin/coordinator-server pipeline all $(PIPELINE_DIR)/demo/node-0 $(PIPELINE_DIR)/demo/node-1 --out $(PIPELINE_DIR)/out
+	@echo "report: $(PIPELINE_DIR)/out/report/index.html"

@@ -1,11 +1,12 @@
 """`coordinator-server pipeline JOB PATH... --out DIR`: the Spark jobs over coordinator logs.
 
     coordinator-server pipeline demo-data --out build/pipeline/demo
+    coordinator-server pipeline decode     PATH... --out OUT           (the typed records, tombstones flagged)
     coordinator-server pipeline snapshot   build/pipeline/demo/node-0 build/pipeline/demo/node-1 --out OUT
     coordinator-server pipeline rebalances PATH... --out OUT
     coordinator-server pipeline lag        PATH... --out OUT [--min-lag 100]
     coordinator-server pipeline report     PATH... --out OUT [--top 8]
-    coordinator-server pipeline all        PATH... --out OUT           (all four, one Spark session)
+    coordinator-server pipeline all        PATH... --out OUT           (all five, one Spark session)
 
 Each PATH is a data directory (one per node), an `__consumer_offsets-N` directory or segment files, on
 any filesystem Spark reads (file:, hdfs:, s3a:, ...), globs allowed. Results are Parquet under
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from pipeline.reader import CoordinatorLog
 
 PROG = "coordinator-server pipeline"
-JOBS = ("snapshot", "rebalances", "lag", "report", "all")
+JOBS = ("decode", "snapshot", "rebalances", "lag", "report", "all")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,6 +92,9 @@ def run_job(spark: SparkSession, job: str, paths: Sequence[str], out: str, min_l
 
     log = log or read_log(spark, paths)
     written: dict[str, str] = {}
+    if job in ("decode", "all"):
+        written["decoded/group_metadata"] = _write(log.group_metadata, out, "decoded/group_metadata")
+        written["decoded/offset_commits"] = _write(log.offset_commits, out, "decoded/offset_commits")
     if job in ("snapshot", "all"):
         snap = jobs.snapshot(log)
         written["snapshot/offsets"] = _write(snap.offsets, out, "snapshot/offsets")

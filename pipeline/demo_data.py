@@ -30,13 +30,14 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r"(read_text|open_text|open_binary) is deprecated",
                             category=DeprecationWarning)
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaConnectionError, KafkaTimeoutError, TopicAlreadyExistsError
 
 START_TIMEOUT_S = 30.0
 SESSION_TIMEOUT_MS = 3000
@@ -46,6 +47,27 @@ SERVER_FLAGS = [
     "--offsets-partitions", "4",  # a few __consumer_offsets partitions, so several are read and merged
     "--log-cleaner-enable", "false",  # keep the whole history: compaction would drop superseded commits
 ]
+
+
+_T = TypeVar("_T")
+_TRANSIENT = (KafkaConnectionError, KafkaTimeoutError)
+
+
+def _admin(bootstrap: str, what: Callable[[KafkaAdminClient], _T], attempts: int = 5) -> _T:
+    """Run an admin call with a fresh client, retrying connection failures: on a loaded CI machine a
+    client's first connection can fail, and a demo run should not fail for that."""
+    for attempt in range(attempts):
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="demo-admin")
+            try:
+                return what(admin)
+            finally:
+                admin.close()
+        except _TRANSIENT:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 class Server:
@@ -206,11 +228,7 @@ def _shop(node: Node) -> None:
     o3.wait_commit()
     tmp.wait_commit()
     tmp.leave()  # the group is Empty now, so DeleteGroups may delete it
-    admin = KafkaAdminClient(bootstrap_servers=node.server.bootstrap, client_id=f"{node.name}-admin")
-    try:
-        admin.delete_groups(["scratch"])
-    finally:
-        admin.close()
+    _admin(node.server.bootstrap, lambda a: a.delete_groups(["scratch"]))
     node.deleted_groups.append("scratch")
     o2.crash()
     p2 = node.member("payments-app", ["payments"], "payments-2")
@@ -239,11 +257,11 @@ def _run_node(node: Node, manifest: dict[str, Any]) -> None:
     node.server = Server(node.data_dir).start()
     producer: threading.Thread | None = None
     try:
-        admin = KafkaAdminClient(bootstrap_servers=node.server.bootstrap, client_id=f"{node.name}-admin")
-        try:
-            admin.create_topics([NewTopic(t, n, 1) for t, n in node.topics.items()])
-        finally:
-            admin.close()
+        def create(admin: KafkaAdminClient) -> None:
+            with contextlib.suppress(TopicAlreadyExistsError):  # a retry after a lost answer
+                admin.create_topics([NewTopic(t, n, 1) for t, n in node.topics.items()])
+
+        _admin(node.server.bootstrap, create)
         producer = threading.Thread(target=_produce, args=(node, 40), daemon=True)
         producer.start()
         node.scenario(node)
@@ -273,24 +291,27 @@ def _run_node(node: Node, manifest: dict[str, Any]) -> None:
 
 def _offset_fetch(bootstrap: str, groups: Sequence[str]) -> dict[str, dict[str, int]]:
     """The server's OffsetFetch answers: group -> "topic:partition" -> committed offset."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="demo-offset-fetch")
-    try:
-        out: dict[str, dict[str, int]] = {}
-        for group in groups:
-            answer = admin.list_group_offsets({group: None})[group]
-            out[group] = {f"{tp.topic}:{tp.partition}": om.offset for tp, om in sorted(answer.items())}
-        return out
-    finally:
-        admin.close()
+    out: dict[str, dict[str, int]] = {}
+    for group in groups:
+        answer = _admin(bootstrap, lambda a, g=group: a.list_group_offsets({g: None})[g])  # type: ignore[misc]
+        out[group] = {f"{tp.topic}:{tp.partition}": om.offset for tp, om in sorted(answer.items())}
+    return out
 
 
-def _end_offsets(bootstrap: str, topics: dict[str, int]) -> dict[str, int]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="demo-end-offsets")
-    try:
-        tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
-        return {f"{tp.topic}:{tp.partition}": o for tp, o in sorted(consumer.end_offsets(tps).items())}
-    finally:
-        consumer.close()
+def _end_offsets(bootstrap: str, topics: dict[str, int], attempts: int = 5) -> dict[str, int]:
+    tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+    for attempt in range(attempts):
+        try:
+            consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="demo-end-offsets")
+            try:
+                return {f"{tp.topic}:{tp.partition}": o for tp, o in sorted(consumer.end_offsets(tps).items())}
+            finally:
+                consumer.close()
+        except _TRANSIENT:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def generate(out: Path, force: bool = False) -> Path:

@@ -1,0 +1,58 @@
+"""`pipeline.decode` (what each Spark task runs) on segments the server wrote, intact and damaged."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.decode import offsets_rows, parse_segment_path, topic_batch_rows
+from pipeline.reader import segment_globs
+
+from .conftest import PipelineRun
+
+
+def _offsets_segment(run: PipelineRun) -> Path:
+    # The biggest __consumer_offsets segment of node 0: the one with the most batches to damage.
+    return max((run.demo / "node-0").glob("__consumer_offsets-*/*.log"), key=lambda p: p.stat().st_size)
+
+
+def test_segment_paths_and_globs() -> None:
+    where = parse_segment_path("s3a://b/logs/node-1/__consumer_offsets-7/00000000000000000042.log")
+    assert where is not None and where == ("s3a://b/logs/node-1", "__consumer_offsets", 7, 42)
+    assert parse_segment_path("file:/d/orders.1a2b-delete/00000000000000000000.log") is None
+    assert parse_segment_path("file:/d/orders-0/00000000000000000000.index") is None
+    assert segment_globs(["/d/node-1/", "/d/node-2/__consumer_offsets-3", "/d/x/*.log"]) == [
+        "/d/node-1/*/*.log", "/d/node-2/__consumer_offsets-3/*.log", "/d/x/*.log"]
+
+
+def test_intact_segment_decodes_without_errors(pipeline_run: PipelineRun) -> None:
+    path = _offsets_segment(pipeline_run)
+    where = parse_segment_path(str(path))
+    assert where is not None
+    rows = list(offsets_rows(where, path.read_bytes()))
+    assert rows and not [r for r in rows if r["record_type"] == "error"]
+    offsets = [r["offset"] for r in rows]
+    assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))  # contiguous, in log order
+    topic = next((pipeline_run.demo / "node-0").glob("orders-0/*.log"))
+    batches = list(topic_batch_rows(parse_segment_path(str(topic)), topic.read_bytes()))  # type: ignore[arg-type]
+    assert batches and all(b.get("error") is None for b in batches)
+    assert batches[-1]["last_offset"] + 1 == pipeline_run.nodes["node-0"]["end_offsets"]["orders:0"]
+
+
+def test_torn_tail_and_crc_failure_become_error_rows(pipeline_run: PipelineRun) -> None:
+    path = _offsets_segment(pipeline_run)
+    where = parse_segment_path(str(path))
+    assert where is not None
+    data = path.read_bytes()
+    intact = list(offsets_rows(where, data))
+    positions = sorted({r["position"] for r in intact})
+    assert len(positions) >= 3
+
+    torn = list(offsets_rows(where, data[: positions[-1] + 30]))  # the last batch cut mid-header
+    assert torn[:-1] == [r for r in intact if r["position"] < positions[-1]]
+    assert torn[-1]["record_type"] == "error" and "torn" in torn[-1]["error"]
+
+    damaged = bytearray(data)
+    damaged[positions[1] + 70] ^= 0xFF  # a byte inside the second batch's records: its CRC fails
+    rows = list(offsets_rows(where, bytes(damaged)))
+    errors = [r for r in rows if r["record_type"] == "error"]
+    assert [e["position"] for e in errors] == [positions[1]] and "CRC" in errors[0]["error"]
+    assert [r for r in rows if r["record_type"] != "error"] == [r for r in intact if r["position"] != positions[1]]
