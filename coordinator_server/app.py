@@ -15,7 +15,10 @@ from coordinator_server.config import Config
 from coordinator_server.metrics import CoordinatorCollector, MetricsEndpoint
 from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
+from coordinator_server.net.listener import ListenerContext
 from coordinator_server.net.server import ConnectionLimits, CoordinatorServer
+from coordinator_server.security.listeners import ListenerSpec
+from coordinator_server.security.setup import SecuritySettings, build_security
 from coordinator_server.topics.store import StoreConfig, TopicStore
 from coordinator_server.topics.writer import GroupCommitWriter
 
@@ -41,6 +44,10 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
 
     stop = stop or asyncio.Event()
     try:
+        security = build_security(config)  # before the data directory is locked: a bad file changes nothing
+    except ValueError as e:
+        raise StartupError(str(e)) from e
+    try:
         runtime = await CoordinatorRuntime.open(config)
     except Exception as e:
         raise StartupError(f"cannot open the coordinator log in {config.data_dir}: {e}") from e
@@ -56,25 +63,24 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
     metrics_endpoint: MetricsEndpoint | None = None
 
     try:
-        endpoint = BrokerEndpoint(node_id=config.node_id, host=_advertised_host(config), port=config.port)
+        first = security.listeners[0]
+        endpoint = BrokerEndpoint(node_id=config.node_id, host=_advertised_host(config, first), port=first.port)
         data = DataHandlers(store, writer, runtime, config.node_id)
         if config.metrics_port is not None:
             metrics_endpoint = _start_metrics(config, runtime, store, data)
         handlers = RequestHandlers(runtime, store, endpoint, config.cluster_id, data, config.auto_create_topics)
         server = CoordinatorServer(handlers, config.socket_request_max_bytes,
                                    ConnectionLimits(config.max_connections, config.max_connections_per_ip))
-        try:
-            host, port = await server.start(config.host, config.port)
-        except OSError as e:
-            raise StartupError(f"cannot listen on {config.host}:{config.port}: {e.strerror or e}") from e
-        endpoint.port = port  # what Metadata and FindCoordinator advertise, also for --port 0
+        bound = await _start_listeners(server, config, security, endpoint)
+        host, port = bound[0][1], bound[0][2]
 
         loop = asyncio.get_running_loop()
         retention = loop.create_task(_retention_loop(store, config.retention_check_interval_ms), name="retention")
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         log.info("listening", host=host, port=port, advertised_host=endpoint.host, node_id=config.node_id,
-                 data_dir=config.data_dir)
+                 data_dir=config.data_dir, listeners={name: p for name, _h, p in bound},
+                 acls=security.authorizer is not None)
         try:
             await stop.wait()
         finally:
@@ -96,6 +102,28 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
     if metrics_endpoint is not None:
         await metrics_endpoint.close()
     log.info("stopped")
+
+
+async def _start_listeners(server: CoordinatorServer, config: Config, security: SecuritySettings,
+                           first_endpoint: BrokerEndpoint) -> list[tuple[str, str, int]]:
+    """Bind every listener; each advertises its own address to the requests it receives (Kafka returns
+    the endpoint of the listener a request came in on). Returns (name, host, port) per listener."""
+    bound = []
+    for i, spec in enumerate(security.listeners):
+        endpoint = first_endpoint if i == 0 else BrokerEndpoint(config.node_id, _advertised_host(config, spec),
+                                                                spec.port)
+        ctx = ListenerContext(spec.name, endpoint, ssl=security.ssl if spec.tls else None,
+                              client_auth=spec.tls and security.client_auth,
+                              sasl=security.sasl if spec.sasl else None, authorizer=security.authorizer)
+        try:
+            host, port = await server.start(spec.host, spec.port, ctx)
+        except OSError as e:
+            raise StartupError(f"cannot listen on {spec}: {e.strerror or e}") from e
+        endpoint.port = port  # what Metadata and FindCoordinator advertise, also for port 0
+        log.info("listener_bound", listener=spec.name, host=host, port=port, advertised_host=endpoint.host,
+                 tls=spec.tls, sasl=spec.sasl, client_auth=ctx.client_auth)
+        bound.append((spec.name, host, port))
+    return bound
 
 
 def _start_metrics(config: Config, runtime: CoordinatorRuntime, store: TopicStore,
@@ -144,10 +172,10 @@ async def _close_store(store: TopicStore, writer: GroupCommitWriter, retention: 
         store.close()
 
 
-def _advertised_host(config: Config) -> str:
+def _advertised_host(config: Config, listener: ListenerSpec) -> str:
     """Clients cannot connect to a wildcard address: like Kafka with an empty listener host, advertise
-    this machine's canonical name unless --advertised-host says otherwise."""
-    host = config.advertised
+    this machine's canonical name unless --advertised-host says otherwise (for every listener)."""
+    host = config.advertised_host or listener.host
     if host in ("", "0.0.0.0", "::"):
         return socket.getfqdn()
     return host

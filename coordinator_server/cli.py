@@ -72,6 +72,8 @@ SUBCOMMANDS: dict[str, str] = {
     "groups": "coordinator_server.tools.groups",
     "dump-log": "coordinator_server.tools.dump_log",
     "repair-log": "coordinator_server.tools.repair_log",
+    "users": "coordinator_server.security.users",  # SASL/SCRAM credentials (docs/security.md)
+    "acls": "coordinator_server.security.acls",
     "pipeline": "pipeline.cli",  # the Spark jobs (the `pipeline` extra; docs/pipeline.md)
 }
 

@@ -16,6 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coordinator_server.security.listeners import parse_listeners
+from coordinator_server.security.sasl import parse_mechanisms
+
 INT32_MAX = 2_147_483_647
 
 
@@ -84,6 +87,18 @@ class Config:
     segment_bytes: int = 1_073_741_824  # log.segment.bytes
     max_message_bytes: int = 1_048_588  # message.max.bytes
     retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
+    # Security (docs/security.md). No --listeners: one PLAINTEXT listener on --host/--port.
+    listeners: str | None = None  # listeners, e.g. "PLAINTEXT://127.0.0.1:9092,SASL_SSL://:9094"
+    tls_cert: str | None = None  # PEM certificate chain of the SSL / SASL_SSL listeners
+    tls_key: str | None = None  # its PEM private key
+    tls_ca: str | None = None  # PEM CA file: client certificates are required and verified
+    sasl_users_file: str | None = None
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    connections_failed_authentication_delay_ms: int = 100  # connections.failed.authentication.delay.ms
+    max_failed_authentications_per_ip: int = 10  # per minute; then refused without a credential check
+    acl_file: str | None = None  # ACLs are enforced iff this is set
+    super_users: str | None = None  # super.users, "User:admin;User:ops"
+    allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
 
     @property
     def advertised(self) -> str:
@@ -154,6 +169,22 @@ def _fsync(text: str) -> FsyncPolicy:
         raise argparse.ArgumentTypeError(str(e)) from e
 
 
+def _listeners(text: str) -> str:
+    try:
+        parse_listeners(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+    return text
+
+
+def _mechanisms(text: str) -> str:
+    try:
+        parse_mechanisms(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+    return text
+
+
 # (flag, attribute, type, help). The environment variable is COORDINATOR_<ATTRIBUTE upper-cased>.
 _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--host", "host", str, "address to listen on"),
@@ -185,13 +216,29 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--log-cleaner-min-cleanable-ratio", "log_cleaner_min_cleanable_ratio", _ratio,
      "log.cleaner.min.cleanable.ratio: dirty share of a log that triggers compaction"),
     ("--log-cleaner-backoff-ms", "log_cleaner_backoff_ms", _positive, "log.cleaner.backoff.ms: compaction check period"),
+    ("--listeners", "listeners", _listeners,
+     "NAME://HOST:PORT[,...] with NAME in PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (default PLAINTEXT on --host/--port)"),
+    ("--tls-cert", "tls_cert", str, "PEM certificate (chain) of the SSL and SASL_SSL listeners"),
+    ("--tls-key", "tls_key", str, "PEM private key of --tls-cert"),
+    ("--tls-ca", "tls_ca", str, "PEM CA bundle: require and verify client certificates on TLS listeners"),
+    ("--sasl-users-file", "sasl_users_file", str, "SCRAM credentials file (coordinator-server users)"),
+    ("--sasl-enabled-mechanisms", "sasl_enabled_mechanisms", _mechanisms,
+     "sasl.enabled.mechanisms: comma-separated PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    ("--connections-failed-authentication-delay-ms", "connections_failed_authentication_delay_ms", _non_negative,
+     "connections.failed.authentication.delay.ms: delay before a failed authentication is answered"),
+    ("--max-failed-authentications-per-ip", "max_failed_authentications_per_ip", _positive,
+     "failed authentications per client address per minute before further attempts are refused"),
+    ("--acl-file", "acl_file", str, "ACL file (coordinator-server acls); ACLs are enforced when set"),
+    ("--super-users", "super_users", str, "super.users: semicolon-separated principals, e.g. User:admin;User:ops"),
+    ("--allow-everyone-if-no-acl-found", "allow_everyone_if_no_acl_found", _bool,
+     "allow.everyone.if.no.acl.found: resources without any ACL are open to all"),
 ]
 
 
 # What a `--config` file value must be, per option type: TOML has real types, so `port = "9092"` is an
 # error rather than silently accepted; the option's own validator then checks the range.
 _INT_TYPES: frozenset[object] = frozenset({int, _positive, _non_negative, _minus_one_or_more, _segment_bytes})
-_STR_TYPES: frozenset[object] = frozenset({str, _fsync})
+_STR_TYPES: frozenset[object] = frozenset({str, _fsync, _listeners, _mechanisms})
 TOPIC_KEY = "topic"  # the TOML key of the repeatable --topic flag (its Config attribute is `topics`)
 CONFIG_ENV = "COORDINATOR_CONFIG"
 
@@ -366,7 +413,22 @@ def resolve_config(argv: Sequence[str] | None = None, environ: dict[str, str] | 
         parser.error("--log-format must be console or json")
     if config.min_session_timeout_ms > config.max_session_timeout_ms:
         parser.error("--min-session-timeout-ms must not exceed --max-session-timeout-ms")
+    security_error = _security_error(config)
+    if security_error:
+        parser.error(security_error)
     return LoadedConfig(config, sources, args.print_config, config_file)
+
+
+def _security_error(config: Config) -> str | None:
+    """Listener settings that cannot work together, caught before anything binds."""
+    if config.listeners is None:
+        return None
+    specs = parse_listeners(config.listeners)
+    if any(s.tls for s in specs) and not (config.tls_cert and config.tls_key):
+        return "an SSL or SASL_SSL listener needs --tls-cert and --tls-key"
+    if any(s.sasl for s in specs) and not config.sasl_users_file:
+        return "a SASL_PLAINTEXT or SASL_SSL listener needs --sasl-users-file"
+    return None
 
 
 def load_config(argv: Sequence[str] | None = None, environ: dict[str, str] | None = None) -> Config:

@@ -61,6 +61,12 @@ from kafka.protocol.producer import (
     ProduceRequest,
     ProduceResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +134,10 @@ API_TABLE: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 2, 7),
     ApiSpec(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
     ApiSpec(ApiKey.CreatePartitions, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+    # SASL (coordinator_server.security): served before authentication on SASL listeners, and answered
+    # ILLEGAL_SASL_STATE elsewhere, as Kafka does. Handshake v0 is followed by raw tokens.
+    ApiSpec(ApiKey.SaslHandshake, SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
+    ApiSpec(ApiKey.SaslAuthenticate, SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
 )
 
 

@@ -26,6 +26,8 @@ import structlog
 from kafka.protocol.api_message import ApiMessage
 
 from coordinator_server import metrics
+from coordinator_server.security.authorizer import ANONYMOUS, Access
+from coordinator_server.security.sasl import SaslSession, SaslState
 from protocol.framing import (
     BodyDecodeError,
     InvalidHeaderError,
@@ -37,7 +39,9 @@ from protocol.framing import (
 )
 from protocol.group_messages import java_inet_address_string
 
+from . import sasl_gate
 from .handlers import RequestContext, RequestHandlers
+from .listener import ListenerContext
 from .request_checks import null_in_non_nullable
 
 log = structlog.get_logger("coordinator_server.net")
@@ -54,6 +58,7 @@ class Connection:
         writer: asyncio.StreamWriter,
         handlers: RequestHandlers,
         max_request_bytes: int,
+        listener: ListenerContext | None = None,
     ) -> None:
         self._reader = reader
         self._writer = writer
@@ -67,6 +72,12 @@ class Connection:
         self._busy = False  # a request has been read and its response is not yet written
         self._draining = False
         self.task: asyncio.Task[None] | None = None
+        self._listener = listener
+        self._close_after_write = False
+        # Who this connection is (docs/security.md): set by TLS now, or by SASL once authenticated.
+        self._sasl = SaslSession(listener.sasl, self.peer_ip) if listener and listener.sasl else None
+        principal = listener.transport_principal(writer.get_extra_info("peercert")) if listener else ANONYMOUS
+        self._access = Access(listener.authorizer if listener else None, principal, host=self.peer_ip)
 
     @property
     def busy(self) -> bool:
@@ -82,6 +93,8 @@ class Connection:
         # Runs in its own task, so context variables bound here label every log line of this
         # connection, including those the runtime emits while handling its requests.
         structlog.contextvars.bind_contextvars(peer=self.peer)
+        if self._listener is not None:
+            structlog.contextvars.bind_contextvars(listener=self._listener.name, principal=self._access.principal)
         log.debug("connection_opened")
         try:
             while not self._draining:
@@ -90,12 +103,18 @@ class Connection:
                     break
                 self._busy = True
                 metrics.BYTES_IN.inc(4 + len(payload))
-                response = await self._handle(payload)
+                response: bytes | None
+                if self._sasl is not None and self._sasl.raw_tokens and self._sasl.state is SaslState.AUTHENTICATE:
+                    response = await self._raw_sasl_token(payload)
+                else:
+                    response = await self._handle(payload)
                 if response is not None:  # None: a request answered with no response (acks=0)
                     self._writer.write(response)
                     metrics.BYTES_OUT.inc(len(response))
                     await self._writer.drain()
                 self._busy = False
+                if self._close_after_write:
+                    break
         except _CloseConnection:
             pass
         except asyncio.CancelledError:
@@ -142,8 +161,18 @@ class Connection:
                         correlation_id=header.correlation_id)
             raise _CloseConnection
         started = time.perf_counter()
+        sasl_pending = self._sasl is not None and self._sasl.state is not SaslState.COMPLETE
+        if sasl_pending and not sasl_gate.admitted(self._sasl, header):  # type: ignore[arg-type]
+            raise _CloseConnection  # Kafka closes too: nothing else is served before authentication
         request = self._decode_body(header, payload)
-        response = await self._call_handler(header, request)
+        response: ApiMessage | None = None
+        if sasl_pending:
+            gate = await sasl_gate.answer(self._sasl, header, request)  # type: ignore[arg-type]
+            self._close_after_write = gate.close
+            response = gate.response
+            self._maybe_authenticated()
+        if response is None:
+            response = await self._call_handler(header, request)
         if response is None:
             metrics.observe_request(header.api_name, header.api_version, time.perf_counter() - started, None)
             return None
@@ -155,6 +184,20 @@ class Connection:
             raise _CloseConnection from None
         metrics.observe_request(header.api_name, header.api_version, time.perf_counter() - started, response)
         return encoded
+
+    async def _raw_sasl_token(self, payload: bytes) -> bytes:
+        reply = await sasl_gate.raw_token(self._sasl, payload)  # type: ignore[arg-type]
+        if reply is None:
+            raise _CloseConnection
+        self._maybe_authenticated()
+        return reply
+
+    def _maybe_authenticated(self) -> None:
+        if self._sasl is not None and self._sasl.state is SaslState.COMPLETE and self._sasl.username:
+            principal = f"User:{self._sasl.username}"
+            if principal != self._access.principal:
+                self._access = Access(self._access.authorizer, principal, host=self.peer_ip)
+                structlog.contextvars.bind_contextvars(principal=principal)
 
     def _parse_header(self, payload: bytes) -> ParsedHeader:
         try:
@@ -184,7 +227,8 @@ class Connection:
         return request
 
     async def _call_handler(self, header: ParsedHeader, request: ApiMessage) -> ApiMessage | None:
-        ctx = RequestContext(header=header, client_host=self.client_host)
+        ctx = RequestContext(header=header, client_host=self.client_host, access=self._access,
+                             endpoint=self._listener.endpoint if self._listener else None)
         try:
             return await self._handlers.handle(request, ctx)
         except asyncio.CancelledError:

@@ -2,7 +2,8 @@
 InitProducerId, CreateTopics, DeleteTopics, CreatePartitions.
 
 They translate kafka-python's decoded messages into calls on the synchronous topic store and back;
-the only asyncio here is waiting: for the group-commit fsync before acknowledging a produce, and for a
+authorization (TOPIC_AUTHORIZATION_FAILED per topic, before existence, as Kafka's API layer orders
+it) is asked of the connection's `Access`; the only asyncio here is waiting: for the group-commit fsync before acknowledging a produce, and for a
 DelayedFetch in the "Fetch" purgatory on the runtime's shared timer before answering a long poll.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse, OffsetFo
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
 from coordinator_server.purgatory import DelayedOperationPurgatory, Timer
+from coordinator_server.security.authorizer import Access
 from coordinator_server.storage.errors import StorageError
 from coordinator_server.topics.delayed_fetch import DelayedFetch
 from coordinator_server.topics.partition import Partition
@@ -77,15 +79,18 @@ class DataHandlers:
 
     # ----------------------------------------------------------------------------------- Produce
 
-    async def handle_produce(self, req: ApiMessage, version: int) -> ApiMessage | None:
+    async def handle_produce(self, req: ApiMessage, version: int, access: Access) -> ApiMessage | None:
         acks = req.acks
         results: list[tuple[str, list[tuple[int, Errors, int, int, str | None]]]] = []
         touched: dict[tuple[str, int], Partition] = {}
         for t in req.topic_data:
-            out = []
+            out: list[tuple[int, Errors, int, int, str | None]] = []
+            writable = access.topic("WRITE", t.name)
             for pd in t.partition_data:
                 part = self.store.partition(t.name, pd.index)
-                if acks not in (0, 1, -1):
+                if not writable:
+                    out.append((pd.index, Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, None))
+                elif acks not in (0, 1, -1):
                     out.append((pd.index, Errors.INVALID_REQUIRED_ACKS, -1, -1, None))
                 elif part is None:
                     out.append((pd.index, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None))
@@ -131,7 +136,7 @@ class DataHandlers:
 
     # ------------------------------------------------------------------------------------- Fetch
 
-    async def handle_fetch(self, req: ApiMessage, version: int) -> ApiMessage:
+    async def handle_fetch(self, req: ApiMessage, version: int, access: Access) -> ApiMessage:
         if version >= 7 and (req.session_id != 0 or req.session_epoch > 0):
             # We never create fetch sessions (we answer session id 0), so any id is unknown; the
             # client falls back to full, session-less fetches.
@@ -143,10 +148,11 @@ class DataHandlers:
             for t in req.topics for p in t.partitions
         ]
         max_bytes = max(0, req.max_bytes) if version >= 3 else 1 << 31
-        response, total, errors = self._read(targets, max_bytes, version)
+        denied = {t.topic for t in targets if not access.topic("READ", t.topic)}
+        response, total, errors = self._read(targets, max_bytes, version, denied)
         if req.max_wait_ms > 0 and total < req.min_bytes and not errors and targets:
             await self._wait_for_data(targets, req.max_wait_ms, req.min_bytes)
-            response, _, _ = self._read(targets, max_bytes, version)
+            response, _, _ = self._read(targets, max_bytes, version, denied)
         return response
 
     async def _wait_for_data(self, targets: list[_FetchTarget], max_wait_ms: int, min_bytes: int) -> None:
@@ -171,15 +177,18 @@ class DataHandlers:
             if not op.is_completed:  # the client went away: stop watching for it
                 op.force_complete()
 
-    def _read(self, targets: list[_FetchTarget], max_bytes: int, version: int) -> tuple[ApiMessage, int, bool]:
+    def _read(self, targets: list[_FetchTarget], max_bytes: int, version: int,
+              denied: set[str]) -> tuple[ApiMessage, int, bool]:
         remaining = max_bytes
         total = 0
         errors = False
         by_topic: dict[str, list[object]] = {}
         for t in targets:
-            part = self.store.partition(t.topic, t.index)
+            part = self.store.partition(t.topic, t.index) if t.topic not in denied else None
             error, records = Errors.NONE, b""
-            if part is None:
+            if t.topic in denied:
+                error = Errors.TOPIC_AUTHORIZATION_FAILED
+            elif part is None:
                 error = Errors.UNKNOWN_TOPIC_OR_PARTITION
             elif t.current_leader_epoch > _LEADER_EPOCH:
                 error = Errors.UNKNOWN_LEADER_EPOCH
@@ -208,12 +217,14 @@ class DataHandlers:
 
     # ------------------------------------------------------------------------------- ListOffsets
 
-    async def handle_list_offsets(self, req: ApiMessage, version: int) -> ApiMessage:
+    async def handle_list_offsets(self, req: ApiMessage, version: int, access: Access) -> ApiMessage:
         topics = []
         for t in req.topics:
             parts = []
+            describable = access.topic("DESCRIBE", t.name)
             for p in t.partitions:
-                error, offset, timestamp = self._list_offset(t.name, p.partition_index, p.timestamp)
+                error, offset, timestamp = (self._list_offset(t.name, p.partition_index, p.timestamp) if describable
+                                            else (Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1))
                 parts.append(_LPart(partition_index=p.partition_index, error_code=int(error), timestamp=timestamp,
                                     offset=offset, leader_epoch=_LEADER_EPOCH if error == Errors.NONE else -1))
             topics.append(_LTopic(name=t.name, partitions=parts))
@@ -234,13 +245,17 @@ class DataHandlers:
 
     # ---------------------------------------------------------------------- OffsetForLeaderEpoch
 
-    async def handle_offset_for_leader_epoch(self, req: ApiMessage, version: int) -> ApiMessage:
+    async def handle_offset_for_leader_epoch(self, req: ApiMessage, version: int, access: Access) -> ApiMessage:
         topics = []
         for t in req.topics:
             parts = []
+            describable = access.topic("DESCRIBE", t.topic)
             for p in t.partitions:
                 part = self.store.partition(t.topic, p.partition)
-                if part is None:
+                if not describable:
+                    parts.append(_EPart(error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED), partition=p.partition,
+                                        leader_epoch=-1, end_offset=-1))
+                elif part is None:
                     parts.append(_EPart(error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION), partition=p.partition,
                                         leader_epoch=-1, end_offset=-1))
                 elif p.current_leader_epoch > _LEADER_EPOCH:
@@ -257,7 +272,9 @@ class DataHandlers:
 
     # ---------------------------------------------------------------------------- InitProducerId
 
-    async def handle_init_producer_id(self, req: ApiMessage, version: int) -> ApiMessage:
+    async def handle_init_producer_id(self, req: ApiMessage, version: int, access: Access) -> ApiMessage:
+        # Not authorized here (Kafka wants IDEMPOTENT_WRITE on the cluster or WRITE on some topic): an id
+        # alone grants nothing, every Produce is still checked for WRITE. See docs/security.md.
         if req.transactional_id is not None:
             # No transaction coordinator here (FindCoordinator(TRANSACTION) says the same): retriable, so
             # kafka-python's init_transactions() keeps retrying until its max_block_ms and then raises.
@@ -270,7 +287,7 @@ class DataHandlers:
 
     # ------------------------------------------------------------------------------ topic admin
 
-    async def handle_create_topics(self, req: ApiMessage, version: int) -> ApiMessage:
+    async def handle_create_topics(self, req: ApiMessage, version: int, access: Access) -> ApiMessage:
         counts: dict[str, int] = {}
         for t in req.topics:
             counts[t.name] = counts.get(t.name, 0) + 1
@@ -280,6 +297,8 @@ class DataHandlers:
             try:
                 if counts[t.name] > 1:
                     raise KafkaError(Errors.INVALID_REQUEST, f"topic '{t.name}' appears more than once")
+                if not (access.cluster("CREATE") or access.topic("CREATE", t.name)):
+                    raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 num_partitions = self._assigned_partitions(t)
                 if t.configs:
                     raise KafkaError(Errors.INVALID_CONFIG, "per-topic configs are not supported; "
@@ -309,7 +328,7 @@ class DataHandlers:
                                   f"the only broker is {self.node_id}")
         return len(indexes)
 
-    async def handle_delete_topics(self, req: ApiMessage, version: int) -> ApiMessage:
+    async def handle_delete_topics(self, req: ApiMessage, version: int, access: Access) -> ApiMessage:
         if version >= 6:
             wanted = [(t.name, t.topic_id) for t in req.topics]
         else:
@@ -323,6 +342,8 @@ class DataHandlers:
             error, message = Errors.NONE, None
             current = self.store.get(name) if name is not None else None
             try:
+                if name is not None and not access.topic("DELETE", name):
+                    raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 if current is None:
                     code = Errors.UNKNOWN_TOPIC_ID if name is None else Errors.UNKNOWN_TOPIC_OR_PARTITION
                     raise KafkaError(code)
@@ -342,11 +363,13 @@ class DataHandlers:
             await asyncio.get_running_loop().run_in_executor(None, _remove_dirs, doomed)
         return DeleteTopicsResponse[version](throttle_time_ms=0, responses=results)
 
-    async def handle_create_partitions(self, req: ApiMessage, version: int) -> ApiMessage:
+    async def handle_create_partitions(self, req: ApiMessage, version: int, access: Access) -> ApiMessage:
         results = []
         for t in req.topics:
             error, message = Errors.NONE, None
             try:
+                if not access.topic("ALTER", t.name):
+                    raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 if t.assignments is not None and any(list(a.broker_ids) != [self.node_id] for a in t.assignments):
                     raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.node_id}")
                 self.store.create_partitions(t.name, t.count, validate_only=req.validate_only)

@@ -26,9 +26,11 @@ from coordinator_server.group.api import (
     SyncGroupInput,
     SyncGroupResult,
 )
+from coordinator_server.net import sasl_gate
 from coordinator_server.net.admin_handlers import AdminHandlers, AdminRuntime
 from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.offset_handlers import OffsetHandlers, OffsetRuntime
+from coordinator_server.security.authorizer import ALLOW_ALL, Access
 from coordinator_server.topics.registry import Topic, is_valid_topic_name
 from coordinator_server.topics.store import TopicStore
 from protocol import group_messages as gm
@@ -68,6 +70,8 @@ class BrokerEndpoint:
 class RequestContext:
     header: ParsedHeader
     client_host: str  # Java InetAddress.toString form, e.g. "/127.0.0.1"
+    access: Access = ALLOW_ALL  # the connection's principal and what it may do
+    endpoint: BrokerEndpoint | None = None  # the listener's advertised address (None: the default one)
 
     @property
     def version(self) -> int:
@@ -119,6 +123,8 @@ class RequestHandlers:
             ApiKey.DescribeGroups: _versioned(admin.describe_groups),
             ApiKey.ListGroups: _versioned(admin.list_groups),
             ApiKey.DeleteGroups: _versioned(admin.delete_groups),
+            ApiKey.SaslHandshake: self.handle_sasl_after_authentication,
+            ApiKey.SaslAuthenticate: self.handle_sasl_after_authentication,
         }
         # Advertising an api without a handler would turn every such request into a closed socket.
         missing = set(API_TABLE) - set(self._handlers)
@@ -138,18 +144,24 @@ class RequestHandlers:
             )
         return api_versions_body(ctx.version)
 
+    async def handle_sasl_after_authentication(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+        # Reached only when authenticated, or on a listener without SASL: KafkaApis answers ILLEGAL_SASL_STATE.
+        return sasl_gate.after_authentication(ctx.header.api_key, ctx.version)
+
     # ---------------------------------------------------------------------------------- Metadata
 
     async def handle_metadata(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         version = ctx.version
         # v0: an empty list means all topics; v1+: null means all and empty means none.
         all_topics = req.topics is None or (version == 0 and not req.topics)
+        access = ctx.access
         if all_topics:
-            topics = [self._topic_metadata(t, version) for t in self.topics.all()]
+            # Kafka lists only the topics the caller may describe when it asks for all of them.
+            topics = [self._topic_metadata(t, version) for t in self.topics.all() if access.topic("DESCRIBE", t.name)]
         else:
             auto_create = self.auto_create_topics and (bool(req.allow_auto_topic_creation) if version >= 4 else True)
-            topics = self._requested_topics(req.topics, version, auto_create)
-        ep = self.endpoint
+            topics = self._requested_topics(req.topics, version, auto_create, access)
+        ep = ctx.endpoint or self.endpoint
         return MetadataResponse[version](
             throttle_time_ms=0,
             brokers=[_Broker(node_id=ep.node_id, host=ep.host, port=ep.port, rack=None)],
@@ -159,7 +171,8 @@ class RequestHandlers:
             authorized_operations=None,  # INT32_MIN: not requested / not computed
         )
 
-    def _requested_topics(self, requested: list[ApiMessage], version: int, auto_create: bool) -> list[object]:
+    def _requested_topics(self, requested: list[ApiMessage], version: int, auto_create: bool,
+                          access: Access = ALLOW_ALL) -> list[object]:
         out: list[object] = []
         seen: set[object] = set()
         for entry in requested:
@@ -174,14 +187,20 @@ class RequestHandlers:
                 if topic is None:
                     # Response topic names are nullable only from v12.
                     out.append(_topic_error(None if version >= 12 else "", UNKNOWN_TOPIC_ID, topic_id))
+                elif not access.topic("DESCRIBE", topic.name):
+                    out.append(_topic_error(None if version >= 12 else "", Errors.TOPIC_AUTHORIZATION_FAILED, topic_id))
                 else:
                     out.append(self._topic_metadata(topic, version))
                 continue
             topic = self.topics.get(name)
-            if topic is not None:
+            if not access.topic("DESCRIBE", name):
+                out.append(_topic_error(name, Errors.TOPIC_AUTHORIZATION_FAILED))
+            elif topic is not None:
                 out.append(self._topic_metadata(topic, version))
             elif not is_valid_topic_name(name):
                 out.append(_topic_error(name, Errors.INVALID_TOPIC_EXCEPTION))
+            elif auto_create and not (access.cluster("CREATE") or access.topic("CREATE", name)):
+                out.append(_topic_error(name, Errors.TOPIC_AUTHORIZATION_FAILED))
             elif auto_create:
                 # Created synchronously, so unlike Kafka we can answer with the topic at once
                 # instead of LEADER_NOT_AVAILABLE-then-retry.
@@ -220,22 +239,31 @@ class RequestHandlers:
         version = ctx.version
         key_type = req.key_type if version >= 1 else CoordinatorType.GROUP
         error = _coordinator_error(key_type, version)
-        ep = self.endpoint
+        ep = ctx.endpoint or self.endpoint
+
+        def keyed_error(key: str) -> Errors:
+            # Kafka checks DESCRIBE on the group before answering where its coordinator is.
+            if error == Errors.NONE and not ctx.access.group("DESCRIBE", key):
+                return Errors.GROUP_AUTHORIZATION_FAILED
+            return error
+
         if version >= 4:
             return FindCoordinatorResponse[version](
                 throttle_time_ms=0,
                 coordinators=[
                     FindCoordinatorResponse.Coordinator(
                         key=key,
-                        node_id=ep.node_id if error == Errors.NONE else -1,
-                        host=ep.host if error == Errors.NONE else "",
-                        port=ep.port if error == Errors.NONE else -1,
-                        error_code=int(error),
-                        error_message=None if error == Errors.NONE else error.message,
+                        node_id=ep.node_id if err == Errors.NONE else -1,
+                        host=ep.host if err == Errors.NONE else "",
+                        port=ep.port if err == Errors.NONE else -1,
+                        error_code=int(err),
+                        error_message=None if err == Errors.NONE else err.message,
                     )
                     for key in req.coordinator_keys
+                    for err in (keyed_error(key),)
                 ],
             )
+        error = keyed_error(req.key)
         if error == Errors.NONE:
             node_id, host, port, message = ep.node_id, ep.host, ep.port, None
         else:
@@ -251,26 +279,39 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------------ classic group APIs
 
+    # Each needs READ on the group (kafka-semantics.md §2.0), decided here so the core never sees principals.
+
     async def handle_join_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         inp = gm.join_group_input(req, ctx.version, ctx.header.client_id, ctx.client_host)
+        if not ctx.access.group("READ", inp.group_id):
+            return gm.join_group_response(JoinGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
         return gm.join_group_response(await self.runtime.join_group(inp), ctx.version)
 
     async def handle_sync_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         inp = gm.sync_group_input(req, ctx.version)
+        # v5+ with a null ProtocolType/Name gets INCONSISTENT_GROUP_PROTOCOL from the core *before*
+        # authorization in Kafka, so those skip the check here.
+        null_protocol = ctx.version >= 5 and (inp.protocol_type is None or inp.protocol_name is None)
+        if not null_protocol and not ctx.access.group("READ", inp.group_id):
+            return gm.sync_group_response(SyncGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
         return gm.sync_group_response(await self.runtime.sync_group(inp), ctx.version)
 
     async def handle_heartbeat(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         inp = gm.heartbeat_input(req, ctx.version)
+        if not ctx.access.group("READ", inp.group_id):
+            return gm.heartbeat_response(Errors.GROUP_AUTHORIZATION_FAILED, ctx.version)
         return gm.heartbeat_response(await self.runtime.heartbeat(inp), ctx.version)
 
     async def handle_leave_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         inp = gm.leave_group_input(req, ctx.version)
+        if not ctx.access.group("READ", inp.group_id):
+            return gm.leave_group_response(LeaveGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
         return gm.leave_group_response(await self.runtime.leave_group(inp), ctx.version)
 
 
-def _versioned(call: Callable[[ApiMessage, int], Awaitable[ApiMessage | None]]) -> Handler:
+def _versioned(call: Callable[[ApiMessage, int, Access], Awaitable[ApiMessage | None]]) -> Handler:
     async def handler(req: ApiMessage, ctx: RequestContext) -> ApiMessage | None:
-        return await call(req, ctx.version)
+        return await call(req, ctx.version, ctx.access)
 
     return handler
 

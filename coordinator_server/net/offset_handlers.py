@@ -1,21 +1,27 @@
 """OffsetCommit, OffsetFetch and OffsetDelete: decode → runtime → encode (kafka-semantics.md §2.0, §2.6, §2.7,
-§2.11). The API layer's own rule lives here: partitions of unknown topics are answered
-UNKNOWN_TOPIC_OR_PARTITION without asking the coordinator, and when nothing is left the request is
-answered at once with no group validation at all, as Kafka's KafkaApis does."""
+§2.11). The API layer's own rules live here: authorization first (group, then each topic), then
+partitions of unknown topics are answered UNKNOWN_TOPIC_OR_PARTITION without asking the coordinator, and
+when nothing is left the request is answered at once with no group validation at all, as Kafka's
+KafkaApis does."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from coordinator_server.group.api import (
+    FetchedOffset,
     OffsetCommitInput,
     OffsetCommitResult,
     OffsetDeleteInput,
     OffsetDeleteResult,
     OffsetFetchInput,
     OffsetFetchResult,
+    PartitionResult,
 )
+from coordinator_server.security.authorizer import Access
 from protocol import offset_messages as om
+from protocol.errors import Errors
 
 
 class OffsetRuntime(Protocol):
@@ -29,17 +35,52 @@ class OffsetHandlers:
         self.runtime = runtime
         self.partition_exists = partition_exists
 
-    async def offset_commit(self, req: Any, version: int) -> Any:
-        inp, unknown = om.offset_commit_input(req, version, self.partition_exists)
+    def _readable(self, req: Any, access: Access) -> tuple[set[str], Callable[[str, int], bool]]:
+        """Topics the caller may not READ, and the `known` filter that leaves them to the API layer."""
+        denied = {t.name for t in req.topics if not access.topic("READ", t.name)}
+        return denied, lambda topic, index: topic not in denied and self.partition_exists(topic, index)
+
+    async def offset_commit(self, req: Any, version: int, access: Access) -> Any:
+        if not access.group("READ", req.group_id):
+            failed = [PartitionResult(t.name, p.partition_index, Errors.GROUP_AUTHORIZATION_FAILED)
+                      for t in req.topics for p in t.partitions]
+            return om.offset_commit_response(req, failed, version)
+        denied, known = self._readable(req, access)
+        inp, unknown = om.offset_commit_input(req, version, known)
+        unknown = _denied_as_29(unknown, denied)
         result = await self.runtime.offset_commit(inp) if inp.partitions else None
         return om.offset_commit_response(req, om.commit_result_partitions(result, unknown), version)
 
-    async def offset_fetch(self, req: Any, version: int) -> Any:
+    async def offset_fetch(self, req: Any, version: int, access: Access) -> Any:
         # No topic-existence check on fetch: unknown topics simply have no committed offset.
-        results = [(inp, await self.runtime.offset_fetch(inp)) for inp in om.offset_fetch_inputs(req, version)]
+        results = [(inp, await self._fetch_one(inp, access)) for inp in om.offset_fetch_inputs(req, version)]
         return om.offset_fetch_response(results, version)
 
-    async def offset_delete(self, req: Any, version: int) -> Any:
-        inp, unknown = om.offset_delete_input(req, self.partition_exists)
+    async def _fetch_one(self, inp: OffsetFetchInput, access: Access) -> OffsetFetchResult:
+        if not access.group("DESCRIBE", inp.group_id):
+            return OffsetFetchResult(Errors.GROUP_AUTHORIZATION_FAILED, [])
+        if inp.partitions is None:  # fetch-all: topics the caller may not describe are silently dropped
+            res = await self.runtime.offset_fetch(inp)
+            res.offsets = [o for o in res.offsets if access.topic("DESCRIBE", o.topic)]
+            return res
+        denied = {t for t, _ in inp.partitions if not access.topic("DESCRIBE", t)}
+        if not denied:
+            return await self.runtime.offset_fetch(inp)
+        allowed = tuple((t, p) for t, p in inp.partitions if t not in denied)
+        res = await self.runtime.offset_fetch(dataclasses.replace(inp, partitions=allowed))
+        res.offsets += [FetchedOffset(t, p, -1, -1, "", Errors.TOPIC_AUTHORIZATION_FAILED)
+                        for t, p in inp.partitions if t in denied]
+        return res
+
+    async def offset_delete(self, req: Any, version: int, access: Access) -> Any:
+        if not access.group("DELETE", req.group_id):
+            return om.offset_delete_response(req, OffsetDeleteResult(Errors.GROUP_AUTHORIZATION_FAILED, []), [])
+        denied, known = self._readable(req, access)
+        inp, unknown = om.offset_delete_input(req, known)
         result = await self.runtime.offset_delete(inp)
-        return om.offset_delete_response(req, result, unknown)
+        return om.offset_delete_response(req, result, _denied_as_29(unknown, denied))
+
+
+def _denied_as_29(unknown: list[PartitionResult], denied: set[str]) -> list[PartitionResult]:
+    return [PartitionResult(r.topic, r.partition, Errors.TOPIC_AUTHORIZATION_FAILED) if r.topic in denied else r
+            for r in unknown]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 from collections import Counter
 from dataclasses import dataclass
@@ -29,8 +30,11 @@ from coordinator_server.config import INT32_MAX
 
 from .connection import Connection
 from .handlers import RequestHandlers
+from .listener import ListenerContext
 
 log = structlog.get_logger("coordinator_server.net")
+
+TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens a TLS port and says nothing is dropped after this
 
 
 @dataclass(frozen=True)
@@ -48,12 +52,14 @@ class CoordinatorServer:
         self._handlers = handlers
         self._max_request_bytes = max_request_bytes
         self._limits = limits or ConnectionLimits()
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []  # one per listener
         self._connections: set[Connection] = set()
         self._per_ip: Counter[str] = Counter()
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Bind and start accepting; returns the bound (host, port) — the real port for port 0.
+    async def start(self, host: str, port: int, listener: ListenerContext | None = None) -> tuple[str, int]:
+        """Bind one listener and start accepting; returns the bound (host, port) — the real port for port 0.
+        Called once per listener. A TLS listener's handshake happens before `_on_connection` runs; a
+        failed one (e.g. plaintext sent to a TLS port) only closes that socket.
 
         Like a Kafka listener we bind exactly one address: the first the host resolves to. (Letting
         asyncio bind every address of e.g. "localhost" would, with port 0, give each its own port.)
@@ -69,19 +75,24 @@ class CoordinatorServer:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(addr)
             sock.setblocking(False)
-            self._server = await asyncio.start_server(self._on_connection, sock=sock, backlog=1024)
+            tls = listener.ssl if listener is not None else None
+            server = await asyncio.start_server(
+                functools.partial(self._on_connection, listener=listener), sock=sock, backlog=1024, ssl=tls,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if tls is not None else None)
+            self._servers.append(server)
         except BaseException:
             sock.close()
             raise
         bound = sock.getsockname()
         return str(bound[0]), int(bound[1])
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                             listener: ListenerContext | None = None) -> None:
         sock = writer.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             # Responses are single writes; don't let Nagle hold them back behind a delayed ACK.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = Connection(reader, writer, self._handlers, self._max_request_bytes)
+        conn = Connection(reader, writer, self._handlers, self._max_request_bytes, listener)
         refused = self._over_limit(conn.peer_ip)
         if refused is not None:
             reason, limit, count = refused
@@ -118,8 +129,8 @@ class CoordinatorServer:
         return len(self._connections)
 
     def stop_accepting(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
 
     async def drain(self, grace_s: float) -> None:
         for conn in list(self._connections):
@@ -136,9 +147,9 @@ class CoordinatorServer:
                 assert conn.task is not None
                 conn.task.cancel()
             await self._wait_connections(1.0)
-        if self._server is not None:
+        for server in self._servers:
             # Connections are gone, so this returns promptly.
-            await self._server.wait_closed()
+            await server.wait_closed()
 
     async def _wait_connections(self, timeout_s: float) -> bool:
         """Wait until no connection is left; False on timeout."""
