@@ -73,7 +73,7 @@ _OFFSETS_DIR = "/__consumer_offsets-"
 _ROWS_PER_ARROW_BATCH = 4096
 
 
-def segment_globs(paths: Sequence[str]) -> list[str]:
+def segment_globs(paths: Sequence[str], offsets_only: bool = False) -> list[str]:
     """The Hadoop globs of every segment under each path.
 
     A path ending in `.log` is a segment (or a glob of them: `data/__consumer_offsets-7/*.log`), a
@@ -88,14 +88,15 @@ def segment_globs(paths: Sequence[str]) -> list[str]:
         elif _OFFSETS_PARTITION_DIR.match(p.rsplit("/", 1)[-1]):
             globs.append(p + "/*.log")
         else:
-            globs.append(p + "/*/*.log")
+            globs.append(p + ("/__consumer_offsets-*/*.log" if offsets_only else "/*/*.log"))
     return globs
 
 
 def _segments(spark: SparkSession, paths: Sequence[str], offsets: bool) -> DataFrame:
-    df = spark.read.format("binaryFile").load(segment_globs(paths))
-    # A filter on `path` is applied by binaryFile before it reads a file's content, so the topic segments
-    # are listed here but never read by the offsets reader (and the other way round).
+    # The offsets reader globs only `__consumer_offsets-*` (so it never reads topic data); the topic
+    # reader globs every partition directory, which always matches in a data directory even before any
+    # topic exists (an empty glob is an error in Spark), and drops the offsets segments.
+    df = spark.read.format("binaryFile").load(segment_globs(paths, offsets_only=offsets))
     on_offsets = F.col("path").contains(_OFFSETS_DIR)
     return df.filter(on_offsets if offsets else ~on_offsets).select("path", "content")
 

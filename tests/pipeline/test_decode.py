@@ -21,6 +21,7 @@ def test_segment_paths_and_globs() -> None:
     assert parse_segment_path("file:/d/orders-0/00000000000000000000.index") is None
     assert segment_globs(["/d/node-1/", "/d/node-2/__consumer_offsets-3", "/d/x/*.log"]) == [
         "/d/node-1/*/*.log", "/d/node-2/__consumer_offsets-3/*.log", "/d/x/*.log"]
+    assert segment_globs(["/d/node-1"], offsets_only=True) == ["/d/node-1/__consumer_offsets-*/*.log"]
 
 
 def test_intact_segment_decodes_without_errors(pipeline_run: PipelineRun) -> None:
