@@ -1,0 +1,213 @@
+"""Group members driven over the wire: JoinGroup (with the KIP-394 MEMBER_ID_REQUIRED round trip), SyncGroup
+(the leader assigns every member), and heartbeats once synced, rejoining on REBALANCE_IN_PROGRESS,
+ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID, as a consumer does. One connection per member: a parked
+JoinGroup holds its connection.
+
+Two uses, each in a process of its own:
+    python -m benchmarks.members rebalance HOST PORT MEMBERS
+        one group, all members join at once; prints the time from the first JoinGroup sent to the last
+        SyncGroup answered of the generation in which every member is synced.
+    python -m benchmarks.members register HOST PORT GROUPS MEMBERS_PER_GROUP
+        registers GROUPS Stable groups (for the peer, which has no log to preload), prints each group's
+        generation and member ids, then keeps the connections open (and the members idle) until stdin closes.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+import uvloop
+
+from .wire import (
+    JOIN_VERSION,
+    SYNC_VERSION,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+    encode,
+    heartbeat_frame,
+)
+
+MEMBER_ID_REQUIRED = 79
+REJOIN = {22, 25, 27}  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS
+SESSION_MS = 1_800_000
+# A synced member heartbeats this often, but only while another member of its group has a JoinGroup
+# parked: only then can a rebalance be waiting for it. Real consumers heartbeat every 3 s regardless,
+# which would put seconds of client timing into the coordinator's figure, and 5,000 members heartbeating
+# every 50 ms would measure heartbeats rather than the rebalance: the interval grows with the group so the
+# whole group sends at most ~10,000 heartbeats a second (5,000 members: every 0.5 s).
+def heartbeat_interval_s(members: int) -> float:
+    return max(0.05, members / 10_000)
+
+
+class _Conn:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.correlation = 0
+
+    async def call(self, request: Any, response_cls: Any) -> Any:
+        self.correlation += 1
+        self.writer.write(encode(request, self.correlation))
+        size = int.from_bytes(await self.reader.readexactly(4), "big")
+        payload = await self.reader.readexactly(size)
+        return response_cls.decode(payload, version=request.API_VERSION, header=True)
+
+    async def call_raw(self, frame: bytes) -> bytes:
+        self.writer.write(frame)
+        size = int.from_bytes(await self.reader.readexactly(4), "big")
+        return await self.reader.readexactly(size)
+
+
+class Group:
+    def __init__(self, group_id: str, size: int) -> None:
+        self.group_id = group_id
+        self.size = size
+        self.synced: dict[str, int] = {}  # member id -> generation of its last successful SyncGroup
+        self.last_sync_at = 0.0
+        self.complete = asyncio.Event()
+        self.generation = -1
+        self.rounds = 0
+        self.joining = 0  # JoinGroups with a member id sent and not yet answered
+        self.syncing = 0  # SyncGroups sent and not yet answered
+        # librdkafka's mock answers a follower's SyncGroup sent after the leader's with INVALID_REQUEST,
+        # so when registering members with it the leader syncs last.
+        self.leader_syncs_last = False
+        self.session_ms = SESSION_MS
+
+    def note_sync(self, member_id: str, generation: int) -> None:
+        self.synced[member_id] = generation
+        self.last_sync_at = time.perf_counter()
+        if len(self.synced) == self.size and all(g == generation for g in self.synced.values()):
+            self.generation = generation
+            self.complete.set()
+
+
+async def member(host: str, port: int, group: Group, index: int, stop: asyncio.Event,
+                 conn: _Conn | None = None) -> str:
+    if conn is None:
+        conn = _Conn(*await asyncio.open_connection(host, port))
+    writer = conn.writer
+    member_id = ""
+    protocols = [JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"sub-%d" % index)]
+    while not stop.is_set():
+        parked = member_id != ""
+        group.joining += parked
+        join = await conn.call(JoinGroupRequest[JOIN_VERSION](
+            group_id=group.group_id, session_timeout_ms=group.session_ms, rebalance_timeout_ms=group.session_ms,
+            member_id=member_id, group_instance_id=None, protocol_type="consumer", protocols=protocols,
+            reason=None), JoinGroupResponse)
+        group.joining -= parked
+        if join.error_code == MEMBER_ID_REQUIRED:
+            member_id = join.member_id
+            continue
+        if join.error_code != 0:
+            if join.error_code == 25:
+                member_id = ""
+            await asyncio.sleep(0.01)
+            continue
+        member_id = join.member_id
+        assignments = []
+        if join.leader == member_id:
+            group.rounds += 1
+            assignments = [SyncGroupRequest.SyncGroupRequestAssignment(member_id=m.member_id,
+                                                                       assignment=b"assignment-%d" % i)
+                           for i, m in enumerate(join.members)]
+            if group.leader_syncs_last:
+                deadline = time.perf_counter() + 5.0
+                while group.syncing < len(join.members) - 1 and time.perf_counter() < deadline:
+                    await asyncio.sleep(0.01)
+        group.syncing += 1
+        sync = await conn.call(SyncGroupRequest[SYNC_VERSION](
+            group_id=group.group_id, generation_id=join.generation_id, member_id=member_id,
+            group_instance_id=None, assignments=assignments), SyncGroupResponse)
+        group.syncing -= 1
+        if sync.error_code != 0:
+            continue
+        group.note_sync(member_id, join.generation_id)
+        # Synced: heartbeat until the group is complete (or the member must rejoin).
+        frame = heartbeat_frame(group.group_id, join.generation_id, member_id)
+        rejoin = False
+        while not group.complete.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(group.complete.wait(), heartbeat_interval_s(group.size))
+            if group.complete.is_set():
+                break
+            if not group.joining:
+                continue
+            response = await conn.call_raw(frame)
+            error = int.from_bytes(response[9:11], "big")  # v4: correlation, tags, throttle, error
+            if error in REJOIN:
+                rejoin = True
+                break
+        if not rejoin:
+            await stop.wait()
+    writer.close()
+    return member_id
+
+
+async def rebalance(host: str, port: int, size: int) -> dict[str, Any]:
+    group = Group(f"rebalance-{size}-{time.time_ns()}", size)
+    stop = asyncio.Event()
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    tasks = [asyncio.ensure_future(member(host, port, group, i, stop)) for i in range(size)]
+    await asyncio.wait_for(group.complete.wait(), 600)
+    seconds = group.last_sync_at - started
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    stop.set()
+    await asyncio.gather(*tasks)
+    return {"members": size, "seconds": seconds, "generation": group.generation, "leader_rounds": group.rounds,
+            "driver_cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)}
+
+
+async def register(host: str, port: int, groups: int, per_group: int) -> None:
+    stop = asyncio.Event()
+    started = time.perf_counter()
+    out: dict[str, Any] = {"groups": {}}
+    all_tasks = []
+    # Three groups (300 members) at a time: larger waves stall the mock (some group never completes its
+    # first join round), smaller ones add more of its fixed 3 s first-join wait.
+    wave = max(1, 300 // per_group)
+    for first in range(0, groups, wave):
+        batch = [Group(f"peer-group-{g:06d}", per_group) for g in range(first, min(groups, first + wave))]
+        for g in batch:
+            g.leader_syncs_last = True
+            # The mock waits (session timeout - 1 s) for a member that joined late: 10 s sessions keep a
+            # stalled round short, and the measurement heartbeats every registered member well within it.
+            g.session_ms = 10_000
+        # Connected first, so every JoinGroup of the wave lands inside the mock's 3 s first-join window:
+        # a late one starts a rebalance that waits out the session timeout.
+        conns = {g.group_id: [_Conn(*c) for c in await asyncio.gather(
+            *(asyncio.open_connection(host, port) for _ in range(per_group)))] for g in batch}
+        tasks = {g.group_id: [asyncio.ensure_future(member(host, port, g, i, stop, conns[g.group_id][i]))
+                              for i in range(per_group)] for g in batch}
+        await asyncio.wait_for(asyncio.gather(*(g.complete.wait() for g in batch)), 600)
+        for g in batch:
+            out["groups"][g.group_id] = {"generation": g.generation, "members": list(g.synced)}
+            all_tasks += tasks[g.group_id]
+    out["seconds"] = time.perf_counter() - started
+    print(json.dumps(out), flush=True)
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, sys.stdin.read)
+    stop.set()
+    await asyncio.gather(*all_tasks)
+
+
+def main() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if mode == "rebalance":
+        print(json.dumps(uvloop.run(rebalance(host, port, int(sys.argv[4])))), flush=True)
+    else:
+        uvloop.run(register(host, port, int(sys.argv[4]), int(sys.argv[5])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""Figures, the results table, the rebalance plot and docs/performance.md, all from one results JSON."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .procs import ROOT
+
+DOC = ROOT / "docs" / "performance.md"
+PLOT = ROOT / "docs" / "performance-rebalance.png"
+FINDINGS = ROOT / "benchmarks" / "findings.md"
+
+TARGETS = {
+    "heartbeat_vs_floor": 0.5,
+    "heartbeat_vs_peer": 1.0,
+    "rebalance_growth": 12.0,
+    "bytes_per_member": 2048.0,
+    "group_commit_gain": 20.0,
+    "recovery_after_rps": 1_000_000.0,
+}
+
+
+def _rebalance_t(res: dict[str, Any], n: int) -> float | None:
+    for r in res.get("rebalance", []):
+        if r["members"] == n:
+            return float(r["seconds"])
+    return None
+
+
+def figures(res: dict[str, Any]) -> dict[str, Any]:
+    f: dict[str, Any] = {}
+    hb = res.get("heartbeat")
+    if hb:
+        floor, peer = hb["floor"]["rps"], hb["peer"]["rps"]
+        f["heartbeat"] = [{"members": s["members"], "rps": s["rps"], "p50_us": s["p50_us"], "p99_us": s["p99_us"],
+                           "vs_floor": s["rps"] / floor, "vs_peer": s["rps"] / peer,
+                           "bytes_per_member": s["bytes_per_member"]} for s in hb["server"]]
+    t500, t5000 = _rebalance_t(res, 500), _rebalance_t(res, 5000)
+    if t500 and t5000:
+        f["rebalance_growth"] = t5000 / t500
+    commits = res.get("commits")
+    if commits:
+        rate = {(c["fsync"], c["committers"]): c["rps"] for c in commits}
+        f["commits"] = {str(n): {"always": rate[("always", n)], "never": rate[("never", n)],
+                                 "always_vs_never": rate[("always", n)] / rate[("never", n)]}
+                        for n in sorted({c["committers"] for c in commits})}
+        top = max(c["committers"] for c in commits)
+        f["group_commit_gain"] = rate[("always", top)] / rate[("always", 1)]
+    if res.get("recovery"):
+        f["recovery_before_rps"] = res["recovery"]["records_per_s_before"]
+        f["recovery_after_rps"] = res["recovery"]["records_per_s_after"]
+    if res.get("e2e"):
+        f["e2e_rps"] = res["e2e"]["records_per_s"]
+    return f
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "**not met**"
+
+
+def table(res: dict[str, Any]) -> str:
+    f = res.get("figures") or figures(res)
+    lines = ["| Scenario | Figure | Baseline | Ratio | Target |", "|---|---|---|---|---|"]
+    hb = res.get("heartbeat")
+    if hb:
+        fl, pe = hb["floor"], hb["peer"]
+        lines.append(f"| heartbeat, floor (canned answer) | {fl['rps']:,.0f}/s, p50 {fl['p50_us']:.0f} µs, "
+                     f"p99 {fl['p99_us']:.0f} µs | — | — | — |")
+        lines.append(f"| heartbeat, peer (librdkafka {pe['librdkafka']} mock, {pe['members']:,} members) | "
+                     f"{pe['rps']:,.0f}/s, p50 {pe['p50_us']:.0f} µs, p99 {pe['p99_us']:.0f} µs | — | — | — |")
+        for s in f["heartbeat"]:
+            ok = s["vs_floor"] >= TARGETS["heartbeat_vs_floor"] and s["vs_peer"] >= TARGETS["heartbeat_vs_peer"]
+            lines.append(f"| heartbeat, {s['members']:,} members | {s['rps']:,.0f}/s, p50 {s['p50_us']:.0f} µs, "
+                         f"p99 {s['p99_us']:.0f} µs | floor, peer | {s['vs_floor']:.2f}x floor, "
+                         f"{s['vs_peer']:.2f}x peer | ≥ 0.5x floor and ≥ 1x peer: {_met(ok)} |")
+        for s in f["heartbeat"]:
+            if s["members"] >= 100_000:
+                ok = s["bytes_per_member"] <= TARGETS["bytes_per_member"]
+                lines.append(f"| memory, {s['members']:,} members | {s['bytes_per_member']:,.0f} B/member | "
+                             f"empty server {res['empty_server']['rss_bytes'] / 2**20:.0f} MiB RSS | — | "
+                             f"≤ 2 KiB: {_met(ok)} |")
+    for r in res.get("rebalance", []):
+        lines.append(f"| rebalance, {r['members']:,} members | {r['seconds'] * 1000:,.0f} ms | — | — | — |")
+    if "rebalance_growth" in f:
+        g = f["rebalance_growth"]
+        lines.append(f"| rebalance growth t(5000)/t(500) | {g:.1f} | linear ≈ 10 | — | ≤ 12: "
+                     f"{_met(g <= TARGETS['rebalance_growth'])} |")
+    if "commits" in f:
+        for n, c in f["commits"].items():
+            lines.append(f"| durable commits, {n} committers | {c['always']:,.0f}/s (fsync always) | "
+                         f"{c['never']:,.0f}/s (fsync never) | {c['always_vs_never']:.2f}x | — |")
+        g = f["group_commit_gain"]
+        lines.append(f"| group commit: 128 vs 1 committer, fsync always | {g:.1f}x | 1 committer | — | ≥ 20x: "
+                     f"{_met(g >= TARGETS['group_commit_gain'])} |")
+    rec = res.get("recovery")
+    if rec:
+        lines.append(f"| recovery, {rec['records']:,} commits / {rec['keys']:,} keys, before compaction | "
+                     f"{rec['startup_before_s']:.1f} s start-up | {f['recovery_before_rps']:,.0f} records/s | — | — |")
+        lines.append(f"| recovery, after compaction ({rec['bytes_before'] / 2**20:.0f} → "
+                     f"{rec['bytes_after'] / 2**20:.0f} MiB) | {rec['startup_after_s']:.1f} s start-up | "
+                     f"{f['recovery_after_rps']:,.0f} records/s | — | ≥ 1M/s: "
+                     f"{_met(f['recovery_after_rps'] >= TARGETS['recovery_after_rps'])} |")
+    e2e = res.get("e2e")
+    if e2e:
+        lines.append(f"| end to end: producer → topic store → 3-member group | {e2e['records_per_s']:,.0f} records/s "
+                     f"({e2e['consumed']:,} of {e2e['records']:,}) | — | — | — |")
+    return "\n".join(lines)
+
+
+def plot(res: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = res["rebalance"]
+    xs = [r["members"] for r in rows]
+    ys = [r["seconds"] * 1000 for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    ax.plot(xs, ys, "o-", label="coordinator (median)")
+    if 500 in xs:
+        t500 = ys[xs.index(500)]
+        ax.plot(xs, [t500 * x / 500 for x in xs], "--", color="grey", label="linear through t(500)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("members joining at once")
+    ax.set_ylabel("first JoinGroup → last SyncGroup (ms)")
+    ax.set_title("Rebalance latency against group size")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def summarize_profile(raw: Path, top: int = 15) -> dict[str, Any]:
+    """Self and total sample counts of the hottest frames of a py-spy raw (collapsed stacks) file."""
+    own: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    samples = 0
+    for line in raw.read_text().splitlines():
+        stack, _, n_s = line.rpartition(" ")
+        if not stack:
+            continue
+        n = int(n_s)
+        samples += n
+        frames = stack.split(";")
+        own[frames[-1]] += n
+        for fr in set(frames):
+            total[fr] += n
+    return {"samples": samples,
+            "self": [[fr, n / samples] for fr, n in own.most_common(top)],
+            "total": [[fr, n / samples] for fr, n in total.most_common(top + 10)]}
+
+
+def write_docs(res: dict[str, Any], results_path: Path) -> None:
+    plot(res, PLOT)
+    m = res["machine"]
+    deps = ", ".join(f"{k} {v}" for k, v in m["dependencies"].items() if v)
+    findings = FINDINGS.read_text() if FINDINGS.exists() else ""
+    rel = results_path.relative_to(ROOT)
+    DOC.write_text(f"""# Performance
+
+Generated by `make bench` (`benchmarks/run.py`) from [`{rel}`](../{rel}); do not edit by hand — the
+text around the table lives in `benchmarks/render.py` and `benchmarks/findings.md`.
+
+Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Linux {m['kernel']}; {m['implementation']}
+{m['python']}; {deps}; commit {m['git']}. Run of {res['date']}, {res['total_seconds']:.0f} s in all.
+
+Every figure is a ratio against a baseline measured in the same run, with the same load generator: the
+**floor** (`benchmarks/floor.py`, a uvloop server that frames each request the way our connection loop does
+and writes a canned response of the same size) and the **peer** (librdkafka's mock cluster, whose classic
+group coordinator is written in C, started by confluent-kafka with `test.mock.num.brokers`). Absolute
+numbers depend on the machine; the ratios are the point. Nothing here is asserted by a test.
+
+## Results
+
+{table(res)}
+
+![Rebalance latency against group size](performance-rebalance.png)
+
+## How it is measured
+
+- **Load generator** (`benchmarks/loadgen.py`): its own process, asyncio + uvloop, frames built once with
+  kafka-python's message classes, one request in flight per connection (our server reads the next frame only
+  after answering; the floor and the peer are driven the same way), responses split by the size prefix and
+  counted, the error code read at a fixed offset and never decoded. 32 connections for heartbeats; its own CPU
+  time is in the results JSON (`cpu_s`), to show it is not the bottleneck.
+- **Heartbeats**: the server starts on a `__consumer_offsets` log written by `benchmarks/preload.py` with the
+  project's codec and storage code — groups of 100 members, generation 1, 30-minute sessions — and loads them
+  Stable; the load generator cycles through heartbeats of 20,000 members sampled across all groups. The peer
+  has no log to preload: its members ({res.get('heartbeat', {}).get('peer', {}).get('members', 0):,}, groups of
+  100) are registered with real JoinGroup/SyncGroup rounds first, and it is measured at that size only
+  (one wave of 300 joining members, which waits out the mock's fixed 3 s first-join delay; with more
+  members, or a second wave while the first stays connected, some group of the mock never finished its join
+  round in our runs, so the peer figure is for 300 members against ours at 10k and more).
+- **Memory per member**: RSS of the loaded server (after the heartbeat run, whichever is larger) minus the RSS
+  of an empty server, divided by the members.
+- **Rebalance**: one group, every member on its own connection sends JoinGroup v5 at once (the KIP-394
+  MEMBER_ID_REQUIRED round trip included), `--initial-rebalance-delay-ms 0`; the leader assigns every member;
+  members that synced in an earlier generation heartbeat (only while some JoinGroup is parked, at most ~10,000
+  heartbeats/s per group) to learn of the next rebalance. Time from the first JoinGroup sent to the last
+  SyncGroup answered of the generation that holds every member; median of 3. Not run against the peer: the
+  mock's first join always waits 3 s (its hard-coded stand-in for `group.initial.rebalance.delay.ms`).
+- **Durable commits**: each committer is a connection committing one partition of its own group
+  (OffsetCommit v8, generation -1), one request in flight; fsync `always` against `never`, same run.
+- **Recovery**: `preload.py` writes {res.get('recovery', {}).get('records', 0):,} offset commits over
+  {res.get('recovery', {}).get('keys', 0):,} keys (10 per batch, ~8 segments per partition); start-up is timed
+  to the listening socket, before and after compacting with the server's own cleaner
+  (`CoordinatorLog.compact_now`); records/s = commits in the original log ÷ (start-up - an empty server's
+  start-up of {res.get('empty_server', {}).get('startup_s', 0):.2f} s). The issue asks for 10 million commits:
+  on this 2-core box the uncompacted start-up alone runs at ~40k records/s (≈ 4 minutes for 10M), the write
+  and the compaction add as much again, which does not fit the 15-minute budget next to the other scenarios;
+  `make bench BENCH_ARGS="--recovery-records 10000000"` runs the full size. `make bench-quick` uses 200,000.
+- **End to end**: a kafka-python producer ({res.get('e2e', {}).get('records', 0):,} records of 100 bytes) and
+  three kafka-python consumers in one group, each its own process, through the embedded topic store; time
+  from the first send to the last record consumed.
+
+{findings}
+""")

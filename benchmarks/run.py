@@ -1,0 +1,149 @@
+"""`make bench` / `make bench-quick`: run every scenario, write benchmarks/results/<date>.json, render
+docs/performance.md and the rebalance plot.
+
+    python -m benchmarks.run [--quick] [--only NAME ...] [--profile] [--recovery-records N] [--no-render]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from . import render, scenarios
+from .procs import ROOT
+
+SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e"]
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem_kib = int(f.readline().split()[1])
+    deps = {}
+    for name in ("kafka-python", "uvloop", "confluent-kafka", "structlog", "crc32c", "matplotlib", "py-spy"):
+        try:
+            deps[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            deps[name] = None
+    import confluent_kafka
+    deps["librdkafka"] = confluent_kafka.libversion()[0]
+    return {"cpu": cpu, "cores": _cores(), "memory_gib": round(mem_kib / 2**20, 1), "kernel": platform.release(),
+            "python": platform.python_version(), "implementation": platform.python_implementation(),
+            "dependencies": deps, "git": _git_head()}
+
+
+def _cores() -> int:
+    import os
+    return len(os.sched_getaffinity(0))
+
+
+def _git_head() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    return out.stdout.strip()
+
+
+def run(quick: bool, only: list[str], profile: bool, recovery_records: int | None, work: Path) -> dict[str, Any]:
+    scale = scenarios.Scale(quick, recovery_records)
+    res: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "quick": quick,
+                           "machine": machine()}
+    timings: dict[str, float] = {}
+
+    def step(name: str) -> bool:
+        if only and name not in only:
+            return False
+        print(f"[bench] {name} ...", file=sys.stderr, flush=True)
+        timings[name] = time.perf_counter()
+        return True
+
+    empty = scenarios.empty_server_rss(work)
+    res["empty_server"] = empty
+    if step("heartbeat"):
+        floor = scenarios.hb_floor(scale)
+        peer = scenarios.hb_peer(scale)
+        servers = [scenarios.hb_server(scale, work, n, empty["rss_bytes"]) for n in scale.hb_members]
+        res["heartbeat"] = {"floor": floor, "peer": peer, "server": servers}
+        _done("heartbeat", timings)
+    if step("rebalance"):
+        res["rebalance"] = scenarios.rebalance(scale, work)
+        _done("rebalance", timings)
+    if step("commits"):
+        res["commits"] = [scenarios.commits(scale, work, fsync, c)
+                          for fsync in ("always", "never") for c in scale.committers]
+        _done("commits", timings)
+    if step("recovery"):
+        res["recovery"] = scenarios.recovery(scale, work, empty["startup_s"])
+        _done("recovery", timings)
+    if step("e2e"):
+        res["e2e"] = scenarios.end_to_end(scale, work)
+        _done("e2e", timings)
+    if profile and not quick:
+        res["profiles"] = profiles(scale, work, empty["rss_bytes"])
+    res["scenario_seconds"] = timings
+    return res
+
+
+def _done(name: str, timings: dict[str, float]) -> None:
+    timings[name] = round(time.perf_counter() - timings[name], 1)
+    print(f"[bench] {name} done in {timings[name]} s", file=sys.stderr, flush=True)
+
+
+def profiles(scale: scenarios.Scale, work: Path, empty_rss: int) -> dict[str, Any]:
+    """py-spy over the server during the two heaviest scenarios; the top frames go into the results."""
+    out: dict[str, Any] = {}
+    for name in ("heartbeat_100k", "rebalance_5000"):
+        raw = work / f"{name}.txt"
+        try:
+            if name.startswith("heartbeat"):
+                scenarios.hb_server(scale, work, 100_000, empty_rss, profile_to=raw)
+            else:
+                scenarios.rebalance(scale, work, profile_to=raw, sizes=[5000])
+        except Exception as e:  # a profile is a bonus: never lose the run's figures over it
+            out[name] = {"error": repr(e)}
+            continue
+        for _ in range(50):
+            if raw.exists():
+                break
+            time.sleep(0.1)
+        out[name] = render.summarize_profile(raw) if raw.exists() else {"error": "py-spy wrote nothing"}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.run")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", nargs="*", default=[], choices=SCENARIOS)
+    ap.add_argument("--profile", action="store_true", help="py-spy the top two scenarios (full run only)")
+    ap.add_argument("--recovery-records", type=int, default=None)
+    ap.add_argument("--no-render", action="store_true")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-", dir="/var/tmp") as tmp:
+        res = run(args.quick, args.only, args.profile, args.recovery_records, Path(tmp))
+    res["total_seconds"] = round(time.perf_counter() - started, 1)
+    res["figures"] = render.figures(res)
+    day = dt.date.today().isoformat()
+    out = args.out or ROOT / "benchmarks" / "results" / f"{day}{'-quick' if args.quick else ''}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2) + "\n")
+    print(f"[bench] results in {out} ({res['total_seconds']} s)", file=sys.stderr)
+    print(render.table(res))
+    if not args.no_render and not args.quick:
+        render.write_docs(res, out)
+
+
+if __name__ == "__main__":
+    main()

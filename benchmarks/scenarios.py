@@ -1,0 +1,223 @@
+"""The scenarios of `make bench`. Each returns plain JSON-able figures; ratios are computed against
+baselines measured in the same run (see run.py)."""
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from . import preload, wire
+from .procs import PY, ROOT, Floor, Peer, Server, rss_bytes, run_json, run_loadgen
+
+MAX_SESSION_MS = 3_600_000
+SESSION_MS = 1_800_000  # members must not expire while a run lasts
+MEMBERS_PER_GROUP = 100
+
+
+class Scale:
+    def __init__(self, quick: bool, recovery_records: int | None = None) -> None:
+        self.quick = quick
+        self.hb_members = [10_000, 100_000] if quick else [10_000, 100_000, 1_000_000]
+        self.hb_connections = 32
+        self.hb_warmup_s, self.hb_duration_s = (1.0, 3.0) if quick else (2.0, 8.0)
+        self.hb_sample = 20_000  # distinct members whose heartbeats are cycled through
+        self.peer_members = 300  # one wave: the mock stalls on a second (see members.register)
+        self.rebalance_sizes = [10, 100, 500, 1000] if quick else [10, 100, 500, 1000, 5000]
+        self.rebalance_repeats = 1 if quick else 3
+        self.committers = [1, 16, 128]
+        self.commit_warmup_s, self.commit_duration_s = (0.5, 2.0) if quick else (1.0, 5.0)
+        self.recovery_records = recovery_records or (200_000 if quick else 2_000_000)
+        self.recovery_keys = 10_000 if quick else 100_000
+        self.e2e_records = 20_000 if quick else 100_000
+
+
+def _tmpdir(root: Path, name: str) -> Path:
+    d = root / name
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    return d
+
+
+# -- heartbeats -------------------------------------------------------------------------------------
+
+def heartbeat_frames(members: list[tuple[str, int, str]], connections: int) -> list[list[bytes]]:
+    frames = [wire.heartbeat_frame(g, gen, m, correlation_id=i) for i, (g, gen, m) in enumerate(members)]
+    return [frames[i::connections] for i in range(connections)]
+
+
+def hb_floor(scale: Scale) -> dict[str, Any]:
+    floor = Floor(wire.heartbeat_response())
+    try:
+        frames = heartbeat_frames([(preload.group_id(0), 1, preload.member_id(0, m)) for m in range(1000)],
+                                  scale.hb_connections)
+        return run_loadgen("127.0.0.1", floor.port, frames, connections=scale.hb_connections,
+                           warmup_s=scale.hb_warmup_s, duration_s=scale.hb_duration_s,
+                           error_offset=wire.heartbeat_error_offset())
+    finally:
+        floor.stop()
+
+
+def hb_peer(scale: Scale) -> dict[str, Any]:
+    peer = Peer()
+    try:
+        groups = scale.peer_members // MEMBERS_PER_GROUP
+        reg = subprocess.Popen([PY, "-m", "benchmarks.members", "register", peer.host, str(peer.port),
+                                str(groups), str(MEMBERS_PER_GROUP)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        assert reg.stdout is not None and reg.stdin is not None
+        import json
+        info = json.loads(reg.stdout.readline())
+        members = [(g, v["generation"], m) for g, v in info["groups"].items() for m in v["members"]]
+        random.Random(1).shuffle(members)
+        result = run_loadgen(peer.host, peer.port, heartbeat_frames(members[:scale.hb_sample], scale.hb_connections),
+                             connections=scale.hb_connections, warmup_s=scale.hb_warmup_s,
+                             duration_s=scale.hb_duration_s, error_offset=wire.heartbeat_error_offset())
+        reg.stdin.close()
+        reg.wait(60)
+        result.update(members=scale.peer_members, register_s=info["seconds"], librdkafka=peer.version)
+        return result
+    finally:
+        peer.stop()
+
+
+def preload_members(work: Path, members: int) -> Path:
+    data = _tmpdir(work, f"members-{members}")
+    run_json("benchmarks.preload", "members", str(data), str(members // MEMBERS_PER_GROUP),
+             str(MEMBERS_PER_GROUP), str(SESSION_MS))
+    return data
+
+
+def sample_members(members: int, sample: int) -> list[tuple[str, int, str]]:
+    rng = random.Random(members)
+    groups = members // MEMBERS_PER_GROUP
+    picks = set()
+    while len(picks) < min(sample, members):
+        picks.add((rng.randrange(groups), rng.randrange(MEMBERS_PER_GROUP)))
+    return [(preload.group_id(g), 1, preload.member_id(g, m)) for g, m in picks]
+
+
+def empty_server_rss(work: Path) -> dict[str, Any]:
+    srv = Server(_tmpdir(work, "empty"), {"max_session_timeout_ms": MAX_SESSION_MS}).start()
+    try:
+        time.sleep(1.0)
+        return {"rss_bytes": rss_bytes(srv.pid), "startup_s": srv.listening_after_s}
+    finally:
+        srv.stop()
+
+
+def hb_server(scale: Scale, work: Path, members: int, empty_rss: int,
+              profile_to: Path | None = None) -> dict[str, Any]:
+    data = preload_members(work, members)
+    srv = Server(data, {"max_session_timeout_ms": MAX_SESSION_MS}, profile_to=profile_to).start()
+    try:
+        load_s = srv.listening_after_s
+        time.sleep(1.0)
+        rss_loaded = rss_bytes(srv.pid)
+        frames = heartbeat_frames(sample_members(members, scale.hb_sample), scale.hb_connections)
+        result = run_loadgen("127.0.0.1", srv.port, frames, connections=scale.hb_connections,
+                             warmup_s=scale.hb_warmup_s, duration_s=scale.hb_duration_s,
+                             error_offset=wire.heartbeat_error_offset())
+        rss_after = rss_bytes(srv.pid)
+        result.update(members=members, startup_s=load_s, rss_loaded_bytes=rss_loaded, rss_after_bytes=rss_after,
+                      bytes_per_member=(max(rss_loaded, rss_after) - empty_rss) / members)
+        return result
+    finally:
+        srv.stop()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+# -- rebalance --------------------------------------------------------------------------------------
+
+def rebalance(scale: Scale, work: Path, profile_to: Path | None = None,
+              sizes: list[int] | None = None) -> list[dict[str, Any]]:
+    srv = Server(_tmpdir(work, "rebalance"), {"initial_rebalance_delay_ms": 0,
+                                              "max_session_timeout_ms": MAX_SESSION_MS}, profile_to=profile_to).start()
+    out = []
+    try:
+        for size in sizes or scale.rebalance_sizes:
+            runs = [run_json("benchmarks.members", "rebalance", "127.0.0.1", str(srv.port), str(size))
+                    for _ in range(scale.rebalance_repeats)]
+            seconds = sorted(r["seconds"] for r in runs)
+            out.append({"members": size, "seconds": seconds[len(seconds) // 2], "runs": runs})
+    finally:
+        srv.stop()
+    return out
+
+
+# -- durable offset commits -------------------------------------------------------------------------
+
+def commits(scale: Scale, work: Path, fsync: str, committers: int) -> dict[str, Any]:
+    topic = "bench-topic"
+    # Commits to partitions of unknown topics are refused: the topic must exist in the store.
+    srv = Server(_tmpdir(work, f"commits-{fsync}-{committers}"), {"fsync": fsync, "topic": f"{topic}:1"}).start()
+    try:
+        # One group per committer: a group's commits queue behind its lock, committers of different
+        # groups meet only in the log's group commit.
+        frames = [[wire.commit_frame(f"committer-{c}", topic, o, correlation_id=o) for o in range(16)]
+                  for c in range(committers)]
+        result = run_loadgen("127.0.0.1", srv.port, frames, connections=committers,
+                             warmup_s=scale.commit_warmup_s, duration_s=scale.commit_duration_s,
+                             error_offset=wire.commit_error_offset(topic))
+        result.update(fsync=fsync, committers=committers)
+        return result
+    finally:
+        srv.stop()
+
+
+# -- recovery ---------------------------------------------------------------------------------------
+
+def recovery(scale: Scale, work: Path, empty_startup_s: float) -> dict[str, Any]:
+    data = _tmpdir(work, "recovery")
+    written = run_json("benchmarks.preload", "commits", str(data), str(scale.recovery_records),
+                       str(scale.recovery_keys), timeout_s=3600)
+
+    def start_time() -> float:
+        srv = Server(data, {"log_cleaner_enable": "false"}).start(timeout_s=3600)
+        t = srv.listening_after_s
+        srv.stop()
+        return t
+
+    before = start_time()
+    compacted = run_json("benchmarks.compact", str(data), timeout_s=3600)
+    after = start_time()
+    records = written["records"]
+    shutil.rmtree(data, ignore_errors=True)
+    return {
+        "records": records, "keys": written["keys"], "write_s": written["seconds"],
+        "bytes_before": compacted["bytes_before"], "bytes_after": compacted["bytes_after"],
+        "compaction_s": compacted["seconds"], "startup_before_s": before, "startup_after_s": after,
+        "empty_startup_s": empty_startup_s,
+        # Load time: start-up minus an empty server's start-up (interpreter and imports).
+        "records_per_s_before": records / max(1e-3, before - empty_startup_s),
+        "records_per_s_after": records / max(1e-3, after - empty_startup_s),
+    }
+
+
+# -- end to end -------------------------------------------------------------------------------------
+
+def end_to_end(scale: Scale, work: Path) -> dict[str, Any]:
+    srv = Server(_tmpdir(work, "e2e"), {"initial_rebalance_delay_ms": 0, "topic": "e2e:3"}).start()
+    try:
+        consumers = [subprocess.Popen([PY, "-m", "benchmarks.e2e", "consume", f"127.0.0.1:{srv.port}"],
+                                      stdout=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(3)]
+        for c in consumers:
+            assert c.stdout is not None
+            c.stdout.readline()  # "ready": in the group with an assignment
+        produced = run_json("benchmarks.e2e", "produce", f"127.0.0.1:{srv.port}", str(scale.e2e_records))
+        results = []
+        import json
+        for c in consumers:
+            assert c.stdout is not None
+            results.append(json.loads(c.stdout.readline()))
+            c.wait(60)
+        consumed = sum(r["count"] for r in results)
+        last = max(r["last_at"] for r in results if r["count"])
+        seconds = last - produced["started_at"]
+        return {"records": scale.e2e_records, "consumed": consumed, "seconds": seconds,
+                "records_per_s": consumed / seconds, "producer_s": produced["seconds"],
+                "per_consumer": [r["count"] for r in results]}
+    finally:
+        srv.stop()

@@ -1,0 +1,54 @@
+"""Keeps the benchmark machinery from rotting: a few seconds of each moving part on a tiny scale, no timing
+assertions (figures come from `make bench`, never from tests)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks import preload, render, scenarios, wire
+from benchmarks.procs import Floor, Server, run_json, run_loadgen
+
+
+def test_floor_and_loadgen_count_heartbeats() -> None:
+    floor = Floor(wire.heartbeat_response())
+    try:
+        frames = scenarios.heartbeat_frames([(preload.group_id(0), 1, preload.member_id(0, m)) for m in range(8)], 2)
+        result = run_loadgen("127.0.0.1", floor.port, frames, connections=2, warmup_s=0.2, duration_s=0.5,
+                             error_offset=wire.heartbeat_error_offset())
+    finally:
+        floor.stop()
+    assert result["requests"] > 0
+    assert result["errors"] == 0
+
+
+def test_preloaded_members_heartbeat_and_a_small_rebalance(tmp_path: Path) -> None:
+    data = tmp_path / "members"
+    run_json("benchmarks.preload", "members", str(data), "3", "10", str(scenarios.SESSION_MS))
+    srv = Server(data, {"max_session_timeout_ms": scenarios.MAX_SESSION_MS, "initial_rebalance_delay_ms": 0,
+                                "topic": "t:1"}).start()
+    try:
+        members = [(preload.group_id(g), 1, preload.member_id(g, m)) for g in range(3) for m in range(10)]
+        result = run_loadgen("127.0.0.1", srv.port, scenarios.heartbeat_frames(members, 2), connections=2,
+                             warmup_s=0.2, duration_s=0.5, error_offset=wire.heartbeat_error_offset())
+        # The preloaded members are Stable at generation 1: every heartbeat is answered NONE.
+        assert result["requests"] > 0 and result["errors"] == 0, result
+        rebalance = run_json("benchmarks.members", "rebalance", "127.0.0.1", str(srv.port), "5")
+        assert rebalance["members"] == 5 and rebalance["generation"] >= 1
+        topic = "t"
+        commit = run_loadgen("127.0.0.1", srv.port, [[wire.commit_frame("c", topic, 1)]], connections=1,
+                             warmup_s=0.1, duration_s=0.3, error_offset=wire.commit_error_offset(topic))
+        assert commit["requests"] > 0 and commit["errors"] == 0, commit["first_error"]
+    finally:
+        assert srv.stop() == 0
+
+
+def test_recovery_log_compacts_and_renders(tmp_path: Path) -> None:
+    data = tmp_path / "commits"
+    written = run_json("benchmarks.preload", "commits", str(data), "2000", "100")
+    assert written["records"] == 2000
+    compacted = run_json("benchmarks.compact", str(data))
+    assert compacted["bytes_after"] <= compacted["bytes_before"]
+    res = {"rebalance": [{"members": 500, "seconds": 0.1}, {"members": 5000, "seconds": 1.0}],
+           "empty_server": {"rss_bytes": 1 << 20}}
+    assert "rebalance growth" in render.table(res)
+    render.plot(res, tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").stat().st_size > 0
