@@ -260,7 +260,10 @@ def harness(server_factory: ServerFactory, request: pytest.FixtureRequest,  # no
     log_dir = LOG_ROOT / re.sub(r"[^A-Za-z0-9_.:-]+", "_", request.node.name).replace(":", "-")
     shutil.rmtree(log_dir, ignore_errors=True)
     log_dir.mkdir(parents=True)
-    srv = server_factory(initial_rebalance_delay_ms=0, min_session_timeout_ms=500, log_level="debug",
+    # A short initial rebalance delay (Kafka's default is 3000 ms): clients send their first JoinGroup before
+    # their own first Metadata answer, so with 0 the first leader assigns from an empty metadata snapshot
+    # and must rejoin at once — which trips a kafka-python 3.0.12 bug (see drivers/kafka_python_driver.py).
+    srv = server_factory(initial_rebalance_delay_ms=300, min_session_timeout_ms=500, log_level="debug",
                          topic=[f"{TOPIC}:{PARTITIONS}"], port=fixed_port())
     h = Harness(srv, log_dir, record_property)
     try:

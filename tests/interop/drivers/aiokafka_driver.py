@@ -64,18 +64,24 @@ async def consume(args) -> None:  # type: ignore[no-untyped-def]
     consumer.subscribe([args.topic], listener=Listener(own))
     await consumer.start()
     try:
+        # A failed commit (a rebalance in between) is retried on later polls even when they bring no
+        # records: after the last batch there may be none, and the positions must still land.
+        retry_commit = False
         while not stop.is_set():
             batches = await consumer.getmany(timeout_ms=100)
             recs = [[tp.partition, m.offset] for tp, msgs in batches.items() for m in msgs]
-            if not recs:
+            if recs:
+                emit("records", recs=recs)
+            elif not retry_commit:
                 continue
-            emit("records", recs=recs)
-            offsets = {tp: msgs[-1].offset + 1 for tp, msgs in batches.items() if msgs}
             try:
-                await consumer.commit(offsets)
-                emit("committed", offsets={str(tp.partition): o for tp, o in offsets.items()})
+                await consumer.commit()  # everything consumed so far
+                emit("committed", offsets={str(tp.partition): await consumer.position(tp)
+                                           for tp in consumer.assignment()})
+                retry_commit = False
             except (CommitFailedError, KafkaError) as e:
                 emit("commit_failed", error=repr(e))
+                retry_commit = True
     finally:
         await consumer.stop()
         emit("exit")

@@ -58,6 +58,7 @@ def consume(args) -> None:  # type: ignore[no-untyped-def]
 
     consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     try:
+        retry_commit = False
         while not stop.requested:
             msgs = consumer.consume(num_messages=500, timeout=0.1)
             recs = []
@@ -66,14 +67,18 @@ def consume(args) -> None:  # type: ignore[no-untyped-def]
                     emit("error", error=str(m.error()))
                     continue
                 recs.append([m.partition(), m.offset()])
-            if not recs:
+            if recs:
+                emit("records", recs=recs)
+            elif not retry_commit:
                 continue
-            emit("records", recs=recs)
             try:
                 committed = consumer.commit(asynchronous=False)
                 emit("committed", offsets={str(tp.partition): tp.offset for tp in committed or []})
+                retry_commit = False
             except KafkaException as e:
                 emit("commit_failed", error=str(e))
+                # Retried on later polls even without records: after the last batch there may be none.
+                retry_commit = "NO_OFFSET" not in str(e)
     finally:
         consumer.close()
         emit("exit")
