@@ -1,6 +1,8 @@
 """Which `__consumer_offsets` partition a group lives in: Kafka's `Utils.abs(groupId.hashCode) % partitions`."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 _INT32_MIN = -(2**31)
 
 
@@ -18,5 +20,8 @@ def kafka_abs(n: int) -> int:
     return 0 if n == _INT32_MIN else abs(n)
 
 
+# Every group request asks; the hash is a Python loop over the id, so remember recent answers (a pure
+# function of its arguments; the bound keeps memory flat with millions of distinct ids).
+@lru_cache(maxsize=65_536)
 def partition_for(group_id: str, partitions: int) -> int:
     return kafka_abs(java_string_hash(group_id)) % partitions
