@@ -122,7 +122,7 @@ def _read_lines(path: Path) -> list[str] | None:
 def write_atomically(path: Path, text: str) -> None:
     """tmp file, fsync, rename over, fsync the directory: a crash leaves the old or the new file."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="ascii") as f:
+    with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())

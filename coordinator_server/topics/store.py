@@ -31,6 +31,7 @@ import structlog
 from coordinator_server.config import TopicSpec
 from coordinator_server.storage.errors import StorageError
 from coordinator_server.storage.log import FileIO
+from coordinator_server.storage.segment import fsync_dir, write_atomically
 from coordinator_server.topics.partition import Partition
 from coordinator_server.topics.registry import OFFSETS_TOPIC, Topic, is_valid_topic_name
 from protocol.errors import Errors, KafkaError
@@ -228,7 +229,7 @@ class TopicStore:
             target = self.data_dir / f"{p.log.directory.name}.{uuid.uuid4().hex}-delete"
             os.rename(p.log.directory, target)
             doomed.append(target)
-        _fsync_dir(self.data_dir)
+        fsync_dir(self.data_dir)
         log.info("topic_deleted", topic=name, partitions=len(topic.partitions))
         return topic.partitions, doomed
 
@@ -236,12 +237,12 @@ class TopicStore:
         for p in range(len(topic.partitions), count):
             pdir = self.data_dir / f"{topic.name}-{p}"
             pdir.mkdir(exist_ok=True)
-            _write_atomically(pdir / PARTITION_METADATA,
+            write_atomically(pdir / PARTITION_METADATA,
                               f"version: 0\ntopic_id: {kafka_uuid_string(topic.topic_id)}\n")
             part = Partition.open(topic.name, p, pdir, self.config.segment_bytes, self.config.file_io)
             part.log.sync()  # the new segment file and the directory entries
             topic.partitions.append(part)
-        _fsync_dir(self.data_dir)
+        fsync_dir(self.data_dir)
 
     # ----------------------------------------------------------------------------- producer ids
 
@@ -249,7 +250,7 @@ class TopicStore:
         """A producer id never handed out before, by this or an earlier run of this data directory."""
         if self._next_producer_id >= self._producer_id_limit:
             start = self._producer_id_limit
-            _write_atomically(self.data_dir / PRODUCER_ID_FILE,
+            write_atomically(self.data_dir / PRODUCER_ID_FILE,
                               f"# next block of producer ids starts here\nnext_block_start={start + PRODUCER_ID_BLOCK}\n")
             self._next_producer_id, self._producer_id_limit = start, start + PRODUCER_ID_BLOCK
         pid = self._next_producer_id
@@ -311,21 +312,3 @@ def _read_partition_metadata(pdir: Path) -> uuid.UUID:
         return parse_kafka_uuid(fields["topic_id"])
     except ValueError as e:
         raise StorageError(f"{path}: topic_id {fields['topic_id']!r} is not a Kafka uuid") from e
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
