@@ -211,7 +211,9 @@ def scenario_restart(h: Harness, client: str) -> None:
     for p, o in consumed():
         ends[p] = max(ends.get(p, 0), o + 1)
     assert sum(ends.values()) == 200, ends
-    h.wait(lambda: committed(h) == ends, 30, f"committed offsets {ends}")
+    # A client may also commit offset 0 for a partition that got no records (kafka-python commits every
+    # assigned position): that is a true statement, not a difference.
+    h.wait(lambda: _nonzero(committed(h), ends) == ends, 30, f"committed offsets {ends}")
     at_kill = committed(h)
 
     h.srv.kill9()
@@ -232,6 +234,10 @@ def scenario_restart(h: Harness, client: str) -> None:
     h.wait_partitioned(members, timeout_s=30, what="the re-formed group")
     again = [(p, o) for m in members for p, o in m.records(since=restarted_at) if o < at_kill.get(p, 0)]
     assert not again, f"re-delivered below the committed offsets {at_kill}: {sorted(again)[:20]}\n{h.report()}"
+
+
+def _nonzero(offsets: dict[int, int], expected: dict[int, int]) -> dict[int, int]:
+    return {p: o for p, o in offsets.items() if o != 0 or p in expected}
 
 
 def committed(h: Harness) -> dict[int, int]:
