@@ -10,6 +10,7 @@ Every driver prints one JSON object per line, flushed at once, each with `t` (ti
     {"ev": "committed", "offsets": {"0": 12}}                     # next offset to read, per partition
     {"ev": "stall", "ms": 15000} / {"ev": "stall_end"}             # --stall-revoke-ms in action
     {"ev": "produced", "count": 100}
+    {"ev": "poll_error", "error": "...", "retriable": true}         # a poll that raised; the driver polls on
     {"ev": "error", "error": "..."} / {"ev": "exit"}
 """
 from __future__ import annotations

@@ -5,12 +5,14 @@ import logging
 import os
 import sys
 import time
+import traceback
 import warnings
 
 warnings.filterwarnings("ignore")  # kafka-python 3.0.12's importlib.resources deprecations, on stderr
 
 import kafka  # noqa: E402
 from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
+from kafka.errors import KafkaError  # noqa: E402
 from kafka.consumer.subscription_state import ConsumerRebalanceListener  # noqa: E402
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor  # noqa: E402
 from kafka.coordinator.assignors.range import RangePartitionAssignor  # noqa: E402
@@ -81,8 +83,22 @@ def consume(args) -> None:  # type: ignore[no-untyped-def]
         # A commit that failed (a rebalance in between) is retried on the next poll even if that poll
         # brings no records: after the last batch there may be none, and the positions must still land.
         retry_commit = False
+        failing_since: float | None = None
         while not stop.requested:
-            batches = consumer.poll(timeout_ms=500)
+            # kafka-python 3.0.12 can raise a connection error out of poll() while every broker is down
+            # (seen once on CI in the server-restart scenario: ECONNREFUSED during the restart window).
+            # An application keeps polling through an outage; so does this driver, for up to a minute.
+            try:
+                batches = consumer.poll(timeout_ms=500)
+                failing_since = None
+            except KafkaError as e:
+                emit("poll_error", error=repr(e), retriable=bool(getattr(e, "retriable", False)),
+                     trace=traceback.format_exc(limit=12))
+                failing_since = failing_since or time.monotonic()
+                if not getattr(e, "retriable", False) or time.monotonic() - failing_since > 60:
+                    raise
+                time.sleep(0.2)
+                continue
             recs = [[tp.partition, m.offset] for tp, msgs in batches.items() for m in msgs]
             if recs:
                 emit("records", recs=recs)
