@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -116,7 +117,8 @@ class CoordinatorRuntime:
         self.locks = KeyedLocks()
         self._timer_handle: asyncio.TimerHandle | None = None
         self._timer_deadline_ms: int | None = None
-        self._writes: set[asyncio.Task[None]] = set()
+        self._writes: set[asyncio.Future[None]] = set()
+        self._after_writes_scheduled = False
         self._closed = False
 
     # -- lifecycle -----------------------------------------------------------------------------------
@@ -293,42 +295,124 @@ class CoordinatorRuntime:
             self._spawn_writes(appends)
 
     # -- durable appends -----------------------------------------------------------------------------
+    #
+    # No task per append: each drain hands its appends to the log at once (`CoordinatorLog.submit`, in
+    # the order the core emitted them, so each partition's records reach the log in that order) and gets
+    # one future back, which resolves once all of them, and every append their completions emit in turn,
+    # are complete. The log's writer completes them from its round callback, each in the context of the
+    # request that caused it (its log lines keep that connection's peer and client id); the clock
+    # advance and timer re-arm that used to follow every completion run once per round instead
+    # (`_after_writes`, scheduled right after the round's completions).
 
     async def _drain_appends(self) -> None:
         appends = self.coordinator.take_appends()
         if appends:
-            await asyncio.gather(*self._spawn_writes(appends))
+            await self._spawn_writes(appends)
 
-    def _spawn_writes(self, appends: list[PendingAppend]) -> list[asyncio.Task[None]]:
-        # Tasks start in creation order and enqueue before their first await, so the log receives
-        # each partition's records in the order the core emitted them.
-        tasks = []
+    def _spawn_writes(self, appends: list[PendingAppend]) -> asyncio.Future[None]:
+        writes = _Writes(self.loop.create_future())
+        self._writes.add(writes.future)
+        writes.future.add_done_callback(self._writes_finished)
+        self._write(appends, writes)
+        return writes.future
+
+    def _write(self, appends: list[PendingAppend], writes: _Writes) -> None:
+        wall_ms = self._wall_ms()
+        context = contextvars.copy_context()
+        writes.outstanding += len(appends)
+        refused: list[tuple[PendingAppend, Errors]] = []
         for append in appends:
-            task = self.loop.create_task(self._write(append))
-            self._writes.add(task)
-            task.add_done_callback(self._writes.discard)
-            tasks.append(task)
-        return tasks
+            try:
+                queued = self.log.submit(append.partition, append.records, wall_ms,
+                                         functools.partial(context.run, self._written, append, writes))
+            except RecordTooLargeError as e:
+                # Nothing was written; the core maps it per API as Kafka does (SyncGroup:
+                # UNKNOWN_SERVER_ERROR, OffsetCommit: INVALID_COMMIT_OFFSET_SIZE).
+                log.warning("coordinator_record_too_large", group_id=append.group_id, partition=append.partition,
+                            error=str(e))
+                refused.append((append, Errors.MESSAGE_TOO_LARGE))
+            except StorageError as e:
+                refused.append((append, self._storage_error(append, e)))
+            except Exception as e:  # a record that does not encode: a bug; the append never completes
+                log.exception("coordinator_append_refused", group_id=append.group_id, partition=append.partition)
+                writes.fail(e)
+                writes.outstanding -= 1
+            else:
+                if not queued:  # no records: nothing to make durable
+                    refused.append((append, Errors.NONE))
+        # Completed only now, so that what their completions emit queues behind every append above.
+        for append, error in refused:
+            self._complete(append, writes, error)
+        writes.resolve_if_done()
 
-    async def _write(self, append: PendingAppend) -> None:
-        error = Errors.NONE
+    def _written(self, append: PendingAppend, writes: _Writes, error: StorageError | None) -> None:
+        """The log's callback for one append: its batch is durable per policy, or failed."""
+        self._complete(append, writes, Errors.NONE if error is None else self._storage_error(append, error))
+        writes.resolve_if_done()
+        if not self._after_writes_scheduled:
+            self._after_writes_scheduled = True
+            # In an empty context: the timers it runs belong to no one request (see _advance_clock).
+            self.loop.call_soon(self._after_writes, context=contextvars.Context())
+
+    def _complete(self, append: PendingAppend, writes: _Writes, error: Errors) -> None:
         try:
-            await self.log.append(append.partition, append.records, self._wall_ms())
-        except RecordTooLargeError as e:
-            # Nothing was written; the core maps it per API as Kafka does (SyncGroup: UNKNOWN_SERVER_ERROR,
-            # OffsetCommit: INVALID_COMMIT_OFFSET_SIZE).
-            log.warning("coordinator_record_too_large", group_id=append.group_id, partition=append.partition,
-                        error=str(e))
-            error = Errors.MESSAGE_TOO_LARGE
-        except StorageError as e:
-            log.error("coordinator_log_append_failed", group_id=append.group_id, partition=append.partition,
-                      error=str(e))
-            error = Errors.KAFKA_STORAGE_ERROR
-        append.complete(error, self._now_ms())
-        await self._after_core_call()
+            append.complete(error, self._now_ms())
+            # What the completion emitted belongs to the same request: its answer waits for that too.
+            followups = self.coordinator.take_appends()
+            if followups:
+                self._write(followups, writes)
+        except Exception as e:  # a bug in the core: fail the request rather than hang it
+            log.exception("coordinator_append_completion_failed", group_id=append.group_id,
+                          partition=append.partition)
+            writes.fail(e)
+        writes.outstanding -= 1
+
+    def _after_writes(self) -> None:
+        self._after_writes_scheduled = False
+        self._advance_clock(self._now_ms())
+        self._arm_timer()
+        appends = self.coordinator.take_appends()
+        if appends:
+            self._spawn_writes(appends)
+
+    def _writes_finished(self, future: asyncio.Future[None]) -> None:
+        self._writes.discard(future)
+        if not future.cancelled():
+            future.exception()  # retrieved (and logged where it was caught) even when nobody awaits
+
+    @staticmethod
+    def _storage_error(append: PendingAppend, e: StorageError) -> Errors:
+        if isinstance(e, RecordTooLargeError):
+            return Errors.MESSAGE_TOO_LARGE
+        log.error("coordinator_log_append_failed", group_id=append.group_id, partition=append.partition,
+                  error=str(e))
+        return Errors.KAFKA_STORAGE_ERROR
 
     def _wall_ms(self) -> int:
         return self._now_ms() + self.coordinator.wall_offset_ms
+
+
+class _Writes:
+    """The appends of one drain and of what their completions emitted: `future` resolves (or fails with
+    the first bug met) once `outstanding` is back to zero."""
+
+    __slots__ = ("future", "outstanding", "error")
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+        self.outstanding = 0
+        self.error: BaseException | None = None
+
+    def fail(self, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+
+    def resolve_if_done(self) -> None:
+        if self.outstanding == 0 and not self.future.done():
+            if self.error is None:
+                self.future.set_result(None)
+            else:
+                self.future.set_exception(self.error)
 
 
 def _monotonic_ms(loop: asyncio.AbstractEventLoop) -> int:

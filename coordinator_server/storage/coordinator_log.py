@@ -10,7 +10,11 @@ touched once, before resolving all of their futures. While a round is on the dis
 for the next round, so under load one fsync covers many appends (group commit).
 
 All file I/O of a round runs in one dedicated thread (`run_in_executor`), so the event loop never blocks
-on a write or an fsync, and no two rounds touch a file at the same time.
+on a write or an fsync, and no two rounds touch a file at the same time. When a round touched several
+partitions, that thread hands their fsyncs to a small pool and waits for all of them: each partition's
+files are still fsynced by one thread at a time, but the fsyncs overlap, and the filesystem commits
+concurrent fsyncs together (on ext4, 40 files took ~11 ms one after the other and ~5 ms at once). Groups
+spread over all 50 partitions, so without this a busy round cost one fsync per partition in a row.
 
 Fsync policy: `always` resolves after the fsync; `interval:MS` resolves after the write and fsyncs the
 dirty partitions at most every MS in the background; `never` resolves after the write and leaves flushing
@@ -82,6 +86,8 @@ class CleanerConfig:
 
 # Kafka's message.max.bytes (the `__consumer_offsets` topic inherits the broker default).
 DEFAULT_MAX_BATCH_BYTES = 1_048_588
+# Threads that fsync the partitions of one round at once (see the module docstring).
+DEFAULT_SYNC_THREADS = 16
 # Per record in a v2 batch: length, attributes, offset and timestamp deltas, key/value lengths, headers
 # count, all varints; 21 bytes bounds them for any record that fits in a batch.
 _RECORD_OVERHEAD = 21
@@ -96,19 +102,20 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass
+@dataclass(slots=True)
 class _Append:
     partition: int
     records: list[tuple[bytes, bytes | None]]
     timestamp_ms: int
-    future: asyncio.Future[None]
+    on_done: Callable[[StorageError | None], None]
 
 
 class CoordinatorLog:
     def __init__(self, data_dir: Path, partitions: int, fsync: FsyncPolicy, logs: list[PartitionLog],
                  lock_fd: int, cleaner: CleanerConfig | None = None,
                  wall_clock_ms: Callable[[], int] = _wall_clock_ms,
-                 max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> None:
+                 max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                 sync_threads: int = DEFAULT_SYNC_THREADS) -> None:
         self.data_dir = data_dir
         self._max_batch_bytes = max_batch_bytes
         self._partitions = partitions
@@ -116,6 +123,9 @@ class CoordinatorLog:
         self._logs = logs
         self._lock_fd = lock_fd
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coordinator-log")
+        # Only the I/O thread submits to it, and waits for what it submitted (threads start on demand).
+        self._sync_pool = ThreadPoolExecutor(max_workers=max(1, min(sync_threads, partitions)),
+                                             thread_name_prefix="coordinator-log-fsync")
         self._pending: list[_Append] = []
         self._wakeup: asyncio.Event | None = None
         self._writer: asyncio.Task[None] | None = None
@@ -190,11 +200,32 @@ class CoordinatorLog:
         Raises StorageError when the write or fsync failed (then none of these records count), and
         TypeError/ValueError at once for a record that cannot be encoded.
         """
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done(error: StorageError | None) -> None:
+            if future.done():  # the caller was cancelled; its batch was written all the same
+                return
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+
+        if self.submit(partition, records, timestamp_ms, done):
+            await future
+
+    def submit(self, partition: int, records: Sequence[CoordinatorRecord], timestamp_ms: int,
+               on_done: Callable[[StorageError | None], None]) -> bool:
+        """Queue `records` as one batch without awaiting: `append` for a caller that completes many
+        appends from one callback each. Returns False (and never calls `on_done`) when there is nothing
+        to write; otherwise the writer calls `on_done(None)` once the batch is durable per the fsync
+        policy, or `on_done(error)` when its write or fsync failed, from the event loop, in submit order
+        within each round. Raises what `append` raises before queueing (closed log, a record that
+        cannot be encoded, a batch over the size limit, a partition that failed earlier)."""
         if self._closing:
             raise StorageError("coordinator log is closed")
         plog = self._log(partition)
         if not records:
-            return
+            return False
         encoded = [encode_record(r) for r in records]
         size = batch_size_estimate(encoded)
         if size > self._max_batch_bytes:
@@ -207,11 +238,9 @@ class CoordinatorLog:
         if plog.failed is not None:
             raise StorageError(f"__consumer_offsets-{partition} is unusable until restart: {plog.failed}",
                                plog.failed.errno)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        self._pending.append(_Append(partition, encoded, timestamp_ms, future))
+        self._pending.append(_Append(partition, encoded, timestamp_ms, on_done))
         self._start_writer()
-        await future
+        return True
 
     async def close(self) -> None:
         """Wait for queued appends, fsync every partition, close the files and release the lock."""
@@ -227,6 +256,7 @@ class CoordinatorLog:
             await loop.run_in_executor(self._executor, self._sync_and_close_all)
         finally:
             self._executor.shutdown(wait=True)
+            self._sync_pool.shutdown(wait=True)
             self._cleaner_executor.shutdown(wait=True)
             _unlock(self._lock_fd)
             self._closed = True
@@ -273,12 +303,10 @@ class CoordinatorLog:
             errors = [StorageError(f"internal error in the log writer: {e!r}")] * len(round_)
             written = set()
         for a, err in zip(round_, errors, strict=True):
-            if a.future.done():  # the caller was cancelled; its batch was written all the same
-                continue
-            if err is None:
-                a.future.set_result(None)
-            else:
-                a.future.set_exception(err)
+            try:
+                a.on_done(err)
+            except Exception:  # a bug in a caller's callback: the other appends still complete
+                log.exception("coordinator_log_append_callback_failed", partition=a.partition)
         if self._fsync.mode == "interval" and written:
             self._dirty |= written
             if self._flush_deadline is None:
@@ -302,16 +330,21 @@ class CoordinatorLog:
                 metrics.LOG_APPEND_LATENCY.observe(time.perf_counter() - started)
                 written.setdefault(a.partition, []).append(i)
         if self._fsync.mode == "always":
-            for p, indices in written.items():
-                err = self._sync(p)
+            for p, err in self._sync_all(sorted(written)):
                 if err is not None:
-                    for i in indices:
+                    for i in written[p]:
                         errors[i] = err
         return errors, set(written)
 
     def _sync_background(self, partitions: set[int]) -> None:
-        for p in sorted(partitions):
-            self._sync(p)
+        for _ in self._sync_all(sorted(partitions)):
+            pass
+
+    def _sync_all(self, partitions: list[int]) -> list[tuple[int, StorageError | None]]:
+        """In the I/O thread: fsync these partitions, at once when there are several; waits for all."""
+        if len(partitions) <= 1:
+            return [(p, self._sync(p)) for p in partitions]
+        return list(zip(partitions, self._sync_pool.map(self._sync, partitions), strict=True))
 
     def _sync(self, partition: int) -> StorageError | None:
         if partition in self._failed:

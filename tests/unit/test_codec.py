@@ -2,7 +2,12 @@
 version, tombstones, and the errors a damaged record must raise."""
 from __future__ import annotations
 
+import dataclasses
+import struct
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coordinator_server.group.records import (
     GroupMetadataRecord,
@@ -203,3 +208,59 @@ def test_encode_refuses_none_in_non_nullable_fields() -> None:
     bad = OffsetCommitValue(1, -1, None, 0, -1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="metadata"):
         encode_record(OffsetCommitRecord("g", "t", 0, bad))
+
+
+# --- the hand-written offset commit encoding against kafka-python's classes ---
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+# Any str; some around the int16 limit of 32767 UTF-8 bytes (a repeated 1-4 byte character); a lone
+# surrogate, which UTF-8 cannot encode.
+TEXT = st.one_of(st.text(max_size=40),
+                 st.builds(lambda c, n: c * n, st.characters(codec="utf-8"), st.integers(8_000, 33_000)),
+                 st.just("\ud800"))
+
+
+def kafka_python_key(group: str, topic: str, partition: int) -> bytes:
+    out: bytes = schema.OffsetCommitKey(group=group, topic=topic, partition=partition).encode(
+        version=schema.OFFSET_COMMIT_KEY_WRITE_VERSION, header=True)
+    return out
+
+
+def kafka_python_value(v: OffsetCommitValue) -> bytes:
+    version = schema.OFFSET_COMMIT_VALUE_WRITE_VERSION if v.expire_timestamp_ms == -1 \
+        else schema.OFFSET_COMMIT_VALUE_EXPIRE_VERSION
+    out: bytes = schema.OffsetCommitValue(
+        offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata, commit_timestamp=v.commit_timestamp_ms,
+        expire_timestamp=v.expire_timestamp_ms).encode(version=version, header=True)
+    return out
+
+
+def outcome(f, *args):  # type: ignore[no-untyped-def]
+    """The bytes, or None when refused: a number out of range (struct.error) or text UTF-8 cannot encode.
+    (Which of two bad fields is named first may differ; that both refuse is what matters.)"""
+    try:
+        return f(*args)
+    except (struct.error, UnicodeEncodeError):
+        return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(group=TEXT, topic=TEXT, partition=st.one_of(INT32, st.integers(2**31, 2**40)),
+       value=st.one_of(st.none(), st.builds(
+           OffsetCommitValue, offset=st.one_of(INT64, st.just(2**63)), leader_epoch=st.one_of(INT32, st.just(2**31)),
+           metadata=TEXT, commit_timestamp_ms=INT64,
+           expire_timestamp_ms=st.one_of(st.just(-1), INT64))))
+def test_offset_commit_records_encode_exactly_as_kafka_python(group: str, topic: str, partition: int,
+                                                              value: OffsetCommitValue | None) -> None:
+    rec = OffsetCommitRecord(group, topic, partition, value)
+    key = outcome(kafka_python_key, group, topic, partition)
+    expected_value = None if value is None else outcome(kafka_python_value, value)
+    ours = outcome(encode_record, rec)
+    if key is None or (value is not None and expected_value is None):
+        assert ours is None
+        return
+    assert ours == (key, expected_value)
+    if value is not None and value.expire_timestamp_ms != -1:
+        value = dataclasses.replace(value, leader_epoch=-1)  # v1 has no leader epoch
+    assert decode_record(*ours) == OffsetCommitRecord(group, topic, partition, value)

@@ -6,6 +6,7 @@ import errno
 import os
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -302,3 +303,81 @@ async def test_batch_over_message_max_bytes_is_refused_and_nothing_is_written(tm
     reopened = CoordinatorLog.open(tmp_path, 1, FsyncPolicy("always"))
     assert list(reopened.replay(0)) == [commit("g", 1)]
     await reopened.close()
+
+
+class ConcurrentFsyncIO(FileIO):
+    """Counts how many file fsyncs run at once; each waits (up to 5 s) for `expected` of them to be in."""
+
+    def __init__(self, expected: int, fail_partition: int | None = None) -> None:
+        super().__init__(fsync=self._fsync)
+        self.expected = expected
+        self.fail_partition = fail_partition
+        self.active = 0
+        self.most = 0
+        self.cond = threading.Condition()
+
+    def _fsync(self, fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            os.fsync(fd)
+            return
+        with self.cond:
+            self.active += 1
+            self.most = max(self.most, self.active)
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: self.most >= self.expected, timeout=5)
+        try:
+            if self.fail_partition is not None and \
+                    f"__consumer_offsets-{self.fail_partition}/" in os.readlink(f"/proc/self/fd/{fd}"):
+                raise OSError(errno.EIO, "Input/output error")
+            os.fsync(fd)
+        finally:
+            with self.cond:
+                self.active -= 1
+
+
+async def test_a_rounds_partitions_are_fsynced_at_once(tmp_path: Path) -> None:
+    io = ConcurrentFsyncIO(expected=4)
+    log = CoordinatorLog.open(tmp_path, 4, ALWAYS, file_io=io)
+    # Queued in one loop iteration: one round, four partitions.
+    await asyncio.gather(*(log.append(p, [commit(f"g{p}", p)], 1) for p in range(4)))
+    assert io.most == 4
+    await log.close()
+
+
+async def test_a_failed_fsync_in_a_concurrent_round_fails_only_that_partitions_appends(tmp_path: Path) -> None:
+    io = ConcurrentFsyncIO(expected=3, fail_partition=1)
+    log = CoordinatorLog.open(tmp_path, 3, ALWAYS, file_io=io)
+    results = await asyncio.gather(*(log.append(i % 3, [commit("g", i)], 1) for i in range(9)),
+                                   return_exceptions=True)
+    assert io.most == 3
+    assert [i for i, r in enumerate(results) if isinstance(r, StorageError)] == [1, 4, 7]
+    assert all(r is None for i, r in enumerate(results) if i % 3 != 1)
+    with pytest.raises(StorageError, match="until the server restarts"):
+        await log.append(1, [commit("g", 10)], 1)
+    with pytest.raises(StorageError):
+        await log.close()  # partition 1 was never made durable
+
+
+async def test_submit_calls_back_in_order_once_durable_and_survives_a_failing_callback(tmp_path: Path) -> None:
+    io = CountingIO()
+    log = CoordinatorLog.open(tmp_path, 2, ALWAYS, file_io=io)
+    calls: list[tuple[int, StorageError | None, int]] = []
+
+    def on_done(i: int) -> Callable[[StorageError | None], None]:
+        def done(error: StorageError | None) -> None:
+            calls.append((i, error, io.file_fsyncs))
+            if i == 1:
+                raise RuntimeError("a bug in a caller")
+        return done
+
+    with capture_logs() as logs:
+        assert [log.submit(i % 2, [commit("g", i)], 1, on_done(i)) for i in range(4)] == [True] * 4
+        assert log.submit(0, [], 1, on_done(99)) is False  # nothing to write: never called back
+        while len(calls) < 4:
+            await asyncio.sleep(0.001)
+    assert [(i, e) for i, e, _ in calls] == [(0, None), (1, None), (2, None), (3, None)]
+    assert all(fsyncs == 2 for _, _, fsyncs in calls)  # after both partitions' fsyncs, not before
+    assert [e["event"] for e in logs if e["log_level"] == "error"] == ["coordinator_log_append_callback_failed"]
+    await log.close()
+    with pytest.raises(StorageError, match="closed"):
+        log.submit(0, [commit("g", 5)], 1, on_done(5))
