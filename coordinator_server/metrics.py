@@ -148,6 +148,18 @@ def observe_request(api: str, version: int, seconds: float, response: object | N
             ERRORS.labels(api, _error_names.get(code, str(code))).inc()
 
 
+def observe_request_error(api: str, version: int, seconds: float, error_code: int) -> None:
+    """Count one request whose response carries a single top-level error code (the heartbeat fast path)."""
+    children = _children.get((api, version))
+    if children is None:
+        children = _children[(api, version)] = (REQUESTS.labels(api, str(version)),
+                                                REQUEST_LATENCY.labels(api, str(version)))
+    children[0].inc()
+    children[1].observe(seconds)
+    if error_code:
+        ERRORS.labels(api, _error_names.get(error_code, str(error_code))).inc()
+
+
 def error_codes(message: object) -> Iterator[int]:
     """Non-zero `error_code` values of a response, at the top level and in nested arrays (up to three
     levels: e.g. Fetch responses → partitions). The paths are worked out once per message class."""

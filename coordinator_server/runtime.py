@@ -180,8 +180,15 @@ class CoordinatorRuntime:
         return await self._parked_call(inp.group_id, lambda now, reply: self.coordinator.handle_sync_group(inp, now, reply))
 
     async def heartbeat(self, inp: HeartbeatInput) -> Errors:
-        error = self.coordinator.handle_heartbeat(inp, self._now_ms())
-        await self._after_core_call()
+        now_ms = self._now_ms()
+        error = self.coordinator.handle_heartbeat(inp, now_ms)
+        # The hot path: a heartbeat writes nothing, so unless a timer is due this very moment (then run
+        # it and write what it wrote, as after any call) the loop timer only has to follow the wheel.
+        deadline = self.coordinator.next_expiration_ms()
+        if (deadline is not None and deadline <= now_ms) or self.coordinator.has_appends():
+            await self._after_core_call()
+        else:
+            self._arm_timer()
         return error
 
     async def leave_group(self, inp: LeaveGroupInput) -> LeaveGroupResult:

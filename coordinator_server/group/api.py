@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from protocol.errors import Errors
 
@@ -68,8 +69,10 @@ class SyncGroupResult:
     assignment: bytes = b""
 
 
-@dataclass(frozen=True, slots=True)
-class HeartbeatInput:
+class HeartbeatInput(NamedTuple):
+    """A NamedTuple rather than a frozen dataclass like the others: one is built per heartbeat, the
+    hottest request, and a NamedTuple builds in about a third of the time."""
+
     group_id: str
     generation_id: int
     member_id: str

@@ -122,6 +122,9 @@ class GroupCoordinator(RebalanceMechanics):
     def next_expiration_ms(self) -> int | None:
         return self.timer.next_expiration_ms()
 
+    def has_appends(self) -> bool:
+        return bool(self._appends)
+
     def take_appends(self) -> list[PendingAppend]:
         appends, self._appends = self._appends, []
         return appends

@@ -238,6 +238,16 @@ class RebalanceMechanics:
 
     def _complete_and_schedule_next_expiration(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
         key = delayed.member_key(group.group_id, member.member_id)
+        # The hot path of every heartbeat. Kafka completes the member's DelayedHeartbeat (its on_complete
+        # does nothing) and parks a new one that is then unsatisfied until the next heartbeat; when that
+        # is all that would happen, moving the existing operation to the new deadline is the same.
+        current = self.heartbeat_purgatory.sole_watcher(key)
+        if (current is not None and not current.is_pending and current.group is group
+                and current.member_id == member.member_id and current.scheduled):
+            member.heartbeat_satisfied = False
+            if not member.has_satisfied_heartbeat():
+                self.heartbeat_purgatory.reschedule(current, timeout_ms, self.now_ms)
+                return
         member.heartbeat_satisfied = True
         self.heartbeat_purgatory.check_and_complete(key)
         member.heartbeat_satisfied = False

@@ -38,6 +38,7 @@ from protocol.framing import (
     unsupported_api_versions_response,
 )
 from protocol.group_messages import java_inet_address_string
+from protocol.heartbeat_wire import HEARTBEAT_API_KEY, heartbeat_response_frame, parse_heartbeat
 
 from . import sasl_gate
 from .handlers import RequestContext, RequestHandlers
@@ -45,6 +46,8 @@ from .listener import ListenerContext
 from .request_checks import null_in_non_nullable
 
 log = structlog.get_logger("coordinator_server.net")
+
+_HEARTBEAT_KEY_BYTES = HEARTBEAT_API_KEY.to_bytes(2, "big")
 
 
 class _CloseConnection(Exception):
@@ -104,8 +107,13 @@ class Connection:
                 self._busy = True
                 metrics.BYTES_IN.inc(4 + len(payload))
                 response: bytes | None
-                if self._sasl is not None and self._sasl.raw_tokens and self._sasl.state is SaslState.AUTHENTICATE:
-                    response = await self._raw_sasl_token(payload)
+                if self._sasl is not None and self._sasl.state is not SaslState.COMPLETE:
+                    if self._sasl.raw_tokens and self._sasl.state is SaslState.AUTHENTICATE:
+                        response = await self._raw_sasl_token(payload)
+                    else:
+                        response = await self._handle(payload)
+                elif payload[:2] == _HEARTBEAT_KEY_BYTES:
+                    response = await self._heartbeat(payload)
                 else:
                     response = await self._handle(payload)
                 if response is not None:  # None: a request answered with no response (acks=0)
@@ -184,6 +192,27 @@ class Connection:
             raise _CloseConnection from None
         metrics.observe_request(header.api_name, header.api_version, time.perf_counter() - started, response)
         return encoded
+
+    async def _heartbeat(self, payload: bytes) -> bytes | None:
+        """Heartbeats skip kafka-python's generic classes (protocol/heartbeat_wire.py): the hot path.
+        Anything the fast parser does not take goes the generic way, with the generic checks."""
+        hb = parse_heartbeat(payload)
+        if hb is None:
+            return await self._handle(payload)
+        started = time.perf_counter()
+        if hb.client_id != self._client_id:
+            self._client_id = hb.client_id
+            structlog.contextvars.bind_contextvars(client_id=hb.client_id)
+        version = hb.input.api_version
+        try:
+            error = await self._handlers.heartbeat(hb.input, self._access)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("handler_failed", api="Heartbeat", api_version=version, correlation_id=hb.correlation_id)
+            raise _CloseConnection from None
+        metrics.observe_request_error("Heartbeat", version, time.perf_counter() - started, error)
+        return heartbeat_response_frame(version, hb.correlation_id, error)
 
     async def _raw_sasl_token(self, payload: bytes) -> bytes:
         reply = await sasl_gate.raw_token(self._sasl, payload)  # type: ignore[arg-type]

@@ -297,10 +297,14 @@ class RequestHandlers:
         return gm.sync_group_response(await self.runtime.sync_group(inp), ctx.version)
 
     async def handle_heartbeat(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
-        inp = gm.heartbeat_input(req, ctx.version)
-        if not ctx.access.group("READ", inp.group_id):
-            return gm.heartbeat_response(Errors.GROUP_AUTHORIZATION_FAILED, ctx.version)
-        return gm.heartbeat_response(await self.runtime.heartbeat(inp), ctx.version)
+        error = await self.heartbeat(gm.heartbeat_input(req, ctx.version), ctx.access)
+        return gm.heartbeat_response(error, ctx.version)
+
+    async def heartbeat(self, inp: HeartbeatInput, access: Access) -> Errors:
+        """Also the connection's fast path for well-formed heartbeats (protocol/heartbeat_wire.py)."""
+        if not access.group("READ", inp.group_id):
+            return Errors.GROUP_AUTHORIZATION_FAILED
+        return await self.runtime.heartbeat(inp)
 
     async def handle_leave_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         inp = gm.leave_group_input(req, ctx.version)

@@ -2,6 +2,8 @@
 kafka-semantics.md §2.1 (the gate), §5."""
 from __future__ import annotations
 
+import pytest
+
 from coordinator_server.group.api import HeartbeatInput, JoinGroupInput
 from coordinator_server.group.records import (
     GroupMetadataRecord,
@@ -157,6 +159,9 @@ def test_dead_group_answers_coordinator_not_available() -> None:
 
 
 def test_core_inputs_are_plain_values() -> None:
-    # The core is driven by values, not wire objects: every input type is a frozen dataclass.
-    for cls in (JoinGroupInput, HeartbeatInput):
-        assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    # The core is driven by values, not wire objects: every input type is immutable (a frozen dataclass,
+    # or for the hot HeartbeatInput a NamedTuple).
+    assert JoinGroupInput.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert issubclass(HeartbeatInput, tuple)
+    with pytest.raises(AttributeError):
+        HeartbeatInput("g", 1, "m", None, 4).generation_id = 2  # type: ignore[misc]

@@ -296,3 +296,39 @@ def test_purgatories_sharing_a_timer_count_only_their_own_delayed(timer: Timer) 
     assert (joins.delayed(), heartbeats.delayed(), timer.size()) == (1, 2, 3)
     timer.advance_clock(10_100)
     assert (joins.delayed(), heartbeats.delayed(), timer.size()) == (1, 0, 1)
+
+
+def test_reschedule_moves_the_deadline_and_keeps_the_watch(timer: Timer,
+                                                           purgatory: DelayedOperationPurgatory[FakeOperation]) -> None:
+    events: list[str] = []
+    op = FakeOperation("hb", 100, events)
+    purgatory.try_complete_else_watch(op, ["member"], now_ms=10_000)
+    assert purgatory.sole_watcher("member") is op
+    timer.advance_clock(10_090)
+    purgatory.reschedule(op, 100, now_ms=10_090)  # a heartbeat at 10,090: the deadline becomes 10,190
+    timer.advance_clock(10_150)
+    assert events == [] and purgatory.delayed() == 1 and timer.size() == 1
+    timer.advance_clock(10_190)
+    assert events == ["hb:complete", "hb:expired"]
+    assert purgatory.sole_watcher("member") is None and purgatory.delayed() == 0 and purgatory.watched() == 0
+
+
+def test_reschedule_refuses_an_operation_it_does_not_hold(timer: Timer,
+                                                          purgatory: DelayedOperationPurgatory[FakeOperation]) -> None:
+    events: list[str] = []
+    done = FakeOperation("done", 100, events, ready=True)
+    purgatory.try_complete_else_watch(done, ["k"], now_ms=10_000)
+    with pytest.raises(ValueError):
+        purgatory.reschedule(done, 100, now_ms=10_000)
+    other = DelayedOperationPurgatory[FakeOperation]("Other", timer)
+    parked = FakeOperation("parked", 100, events)
+    other.try_complete_else_watch(parked, ["k"], now_ms=10_000)
+    with pytest.raises(ValueError):
+        purgatory.reschedule(parked, 100, now_ms=10_000)
+
+
+def test_sole_watcher_is_none_with_two_operations_on_a_key(purgatory: DelayedOperationPurgatory[FakeOperation]) -> None:
+    events: list[str] = []
+    purgatory.try_complete_else_watch(FakeOperation("a", 100, events), ["k"], now_ms=10_000)
+    purgatory.try_complete_else_watch(FakeOperation("b", 100, events), ["k"], now_ms=10_000)
+    assert purgatory.sole_watcher("k") is None

@@ -1,0 +1,123 @@
+"""Heartbeat requests and responses straight from and to bytes: the coordinator's hot path.
+
+Why this exists next to kafka-python's message classes (docs/decisions.md, "Heartbeat fast path"): a
+member heartbeats every few seconds for as long as it lives, so heartbeats are most of a coordinator's
+requests, and the benchmark profile showed kafka-python's generic header parse, body decode and response
+encode costing several times what the group core spends on a heartbeat. The formats are tiny and fixed
+(Heartbeat v0-v4, request header v1/v2, response header v0/v1), so they are parsed and built here with
+`struct`.
+
+The parser is deliberately partial: it takes only the well-formed shapes real clients send (one-byte
+compact lengths, no tagged fields) and returns None for anything else, so an unusual or malformed
+heartbeat goes the generic way and gets exactly the generic treatment (decode with kafka-python, or a
+closed connection with a log line). tests/unit/test_heartbeat_wire.py checks both directions against
+kafka-python's classes on generated input.
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from coordinator_server.group.api import HeartbeatInput
+
+HEARTBEAT_API_KEY = 12
+MAX_VERSION = 4  # keep equal to API_TABLE's Heartbeat range (a test checks)
+FIRST_FLEXIBLE_VERSION = 4
+
+_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_RESPONSE_V0 = struct.Struct(">iih")  # size, correlation id, error code
+_RESPONSE_V1 = struct.Struct(">iiih")  # size, correlation id, throttle time, error code
+_RESPONSE_V4 = struct.Struct(">iibihb")  # size, correlation id, header tags, throttle, error code, body tags
+
+
+class HeartbeatRequest(NamedTuple):
+    correlation_id: int
+    client_id: str | None
+    input: HeartbeatInput  # what the coordinator core takes (api_version included)
+
+
+class _Unusual(Exception):
+    """Not a shape this parser takes: the generic path decides."""
+
+
+def parse_heartbeat(payload: bytes) -> HeartbeatRequest | None:
+    """The Heartbeat request in a frame payload, or None when it is not one this parser takes."""
+    try:
+        return _parse(payload)
+    except (_Unusual, struct.error, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _parse(payload: bytes) -> HeartbeatRequest | None:
+    api_key, version, correlation_id, client_id_len = _HEADER.unpack_from(payload, 0)
+    if api_key != HEARTBEAT_API_KEY or not 0 <= version <= MAX_VERSION:
+        return None
+    pos = _HEADER.size
+    if client_id_len == -1:
+        client_id = None
+    elif client_id_len >= 0:
+        end = pos + client_id_len
+        if end > len(payload):
+            return None
+        client_id = payload[pos:end].decode()
+        pos = end
+    else:
+        return None
+    if version >= FIRST_FLEXIBLE_VERSION:
+        if payload[pos] != 0:  # header tagged fields
+            return None
+        group_id, pos = _compact_string(payload, pos + 1)
+        (generation_id,) = _INT32.unpack_from(payload, pos)
+        member_id, pos = _compact_string(payload, pos + 4)
+        if payload[pos] == 0:
+            group_instance_id, pos = None, pos + 1
+        else:
+            group_instance_id, pos = _compact_string(payload, pos)
+        if payload[pos] != 0:  # body tagged fields
+            return None
+        pos += 1
+    else:
+        group_id, pos = _string(payload, pos)
+        (generation_id,) = _INT32.unpack_from(payload, pos)
+        member_id, pos = _string(payload, pos + 4)
+        group_instance_id = None
+        if version >= 3:
+            if _INT16.unpack_from(payload, pos)[0] == -1:
+                pos += 2
+            else:
+                group_instance_id, pos = _string(payload, pos)
+    if group_id is None or member_id is None or pos != len(payload):
+        return None
+    return HeartbeatRequest(correlation_id, client_id,
+                            HeartbeatInput(group_id, generation_id, member_id, group_instance_id, version))
+
+
+def _string(payload: bytes, pos: int) -> tuple[str, int]:
+    (n,) = _INT16.unpack_from(payload, pos)
+    start = pos + 2
+    end = start + n
+    if n < 0 or end > len(payload):
+        raise _Unusual
+    return payload[start:end].decode(), end
+
+
+def _compact_string(payload: bytes, pos: int) -> tuple[str, int]:
+    n = payload[pos]
+    if n == 0 or n >= 0x80:  # null, or a length that needs a multi-byte varint
+        raise _Unusual
+    start = pos + 1
+    end = start + n - 1
+    if end > len(payload):
+        raise _Unusual
+    return payload[start:end].decode(), end
+
+
+def heartbeat_response_frame(api_version: int, correlation_id: int, error_code: int) -> bytes:
+    """The size-prefixed response, byte for byte what kafka-python encodes (throttle time 0)."""
+    if api_version >= FIRST_FLEXIBLE_VERSION:
+        return _RESPONSE_V4.pack(12, correlation_id, 0, 0, error_code, 0)
+    if api_version >= 1:
+        return _RESPONSE_V1.pack(10, correlation_id, 0, error_code)
+    return _RESPONSE_V0.pack(6, correlation_id, error_code)
