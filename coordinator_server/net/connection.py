@@ -105,7 +105,7 @@ class Connection:
                 if payload is None:
                     break
                 self._busy = True
-                metrics.BYTES_IN.inc(4 + len(payload))
+                metrics.BYTES_IN.value += 4 + len(payload)
                 response: bytes | None
                 if self._sasl is not None and self._sasl.state is not SaslState.COMPLETE:
                     if self._sasl.raw_tokens and self._sasl.state is SaslState.AUTHENTICATE:
@@ -118,7 +118,7 @@ class Connection:
                     response = await self._handle(payload)
                 if response is not None:  # None: a request answered with no response (acks=0)
                     self._writer.write(response)
-                    metrics.BYTES_OUT.inc(len(response))
+                    metrics.BYTES_OUT.value += len(response)
                     await self._writer.drain()
                 self._busy = False
                 if self._close_after_write:

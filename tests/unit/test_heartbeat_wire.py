@@ -12,8 +12,8 @@ from kafka.protocol.consumer import HeartbeatRequest, HeartbeatResponse
 from coordinator_server.group.api import HeartbeatInput
 from protocol.apis import API_TABLE
 from protocol.framing import decode_request_body, parse_request_header
-from protocol.heartbeat_wire import MAX_VERSION, HeartbeatRequest as Parsed
-from protocol.heartbeat_wire import heartbeat_response_frame, parse_heartbeat
+from protocol.heartbeat_wire import MAX_VERSION, heartbeat_response_frame, parse_heartbeat
+from protocol.heartbeat_wire import HeartbeatRequest as Parsed
 
 names = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 versions = st.integers(0, MAX_VERSION)

@@ -305,3 +305,20 @@ async def test_timers_run_without_the_context_of_the_request_that_armed_them(tmp
     # The join itself was logged in its connection's context.
     [added] = [e for e in captured.entries if e["event"] == "member_added"]
     assert added["peer"] == "10.0.0.1:5555" and added["client_id"] == "armed-it"
+
+
+def test_request_latencies_land_in_prometheus_le_buckets_and_bytes_are_counted() -> None:
+    labels = {"api": "Heartbeat", "version": "4"}
+    bucket = "coordinator_request_latency_seconds_bucket"
+    readings = Readings(("coordinator_requests_total", labels),
+                        ("coordinator_request_latency_seconds_count", labels),
+                        (bucket, {**labels, "le": "0.0005"}), (bucket, {**labels, "le": "0.001"}),
+                        (bucket, {**labels, "le": "+Inf"}),
+                        ("coordinator_response_errors_total", {"api": "Heartbeat", "error": "REBALANCE_IN_PROGRESS"}),
+                        ("coordinator_network_received_bytes_total", {}))
+    metrics.observe_request_error("Heartbeat", 4, 0.0005, 0)  # on a bound: that bucket (le means <=)
+    metrics.observe_request_error("Heartbeat", 4, 0.0007, Errors.REBALANCE_IN_PROGRESS.value)
+    metrics.observe_request_error("Heartbeat", 4, 700.0, 0)  # beyond the last bound: only +Inf
+    metrics.BYTES_IN.value += 42
+    assert readings.delta() == [3, 3, 1, 2, 3, 1, 42]
+    assert sample("coordinator_request_latency_seconds_sum", **labels) >= 700.0012
