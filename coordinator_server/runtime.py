@@ -146,7 +146,7 @@ class CoordinatorRuntime:
             for partition in range(log_.partitions):
                 coordinator.begin_loading(partition)
             for partition in range(log_.partitions):
-                coordinator.load_partition(partition, log_.replay(partition), _monotonic_ms(loop))
+                coordinator.load_partition(partition, log_.replay_latest(partition), _monotonic_ms(loop))
             await runtime._after_core_call()
         except BaseException:
             await log_.close()

@@ -310,21 +310,39 @@ class PartitionLog:
         Each batch is CRC-checked exactly once per start: segments scanned by recovery are not checked
         again, trusted ones (never read at open) are checked here. Structure and offsets are re-checked.
         """
+        for path, pos, raw, gaps in self.checked_batches():
+            try:
+                yield from batch_records(DefaultRecordBatch(raw), gaps)
+            except BadBatch as e:
+                raise CorruptLogError(path, pos, e.reason) from e
+
+    def checked_batches(self) -> Iterator[tuple[Path, int, bytes, bool]]:
+        """(segment, position, batch bytes, gaps) of every batch, in offset order, up to the end of the
+        log as it is when this is called: what `read()` decodes, for a caller that parses the records
+        itself (replay). A caller that finds the records unparseable raises CorruptLogError(segment,
+        position, ...), as `read()` does; `gaps` says whether record offsets may skip (cleaned batch).
+
+        Each batch is CRC-checked exactly once per start: segments scanned by recovery are not checked
+        again, trusted ones (never read at open) are checked here. Header offsets are re-checked.
+        """
         snapshot = [(s.path, s.size, s.verified, s.base_offset < self.cleaner_offset) for s in self._segments]
         expected = self._segments[0].base_offset if self._segments else 0
+        header = DefaultRecordBatch.HEADER_STRUCT
         for path, size, verified, gaps in snapshot:
             with open(path, "rb") as f:
                 try:
                     for pos, raw in read_records(f, size):
                         try:
-                            batch = DefaultRecordBatch(raw) if verified else check_batch(raw, expected, gaps=True)
+                            if not verified:
+                                check_batch(raw, expected, gaps=True)
+                            base = BASE_OFFSET.unpack_from(raw)[0]
                             # Offsets only increase; without compaction, contiguously within a segment.
-                            if batch.base_offset < expected or (not gaps and pos > 0 and batch.base_offset != expected):
-                                raise BadBatch(f"base offset {batch.base_offset}, expected {expected}")
-                            yield from batch_records(batch, gaps)
+                            if base < expected or (not gaps and pos > 0 and base != expected):
+                                raise BadBatch(f"base offset {base}, expected {expected}")
                         except BadBatch as e:
                             raise CorruptLogError(path, pos, e.reason) from e
-                        expected = batch.base_offset + batch.last_offset_delta + 1
+                        yield path, pos, raw, gaps
+                        expected = base + header.unpack_from(raw)[6] + 1  # LastOffsetDelta
                 except BadBatch as e:
                     raise CorruptLogError(path, 0, f"batch changed on disk after recovery: {e.reason}") from e
 
