@@ -5,8 +5,9 @@ JoinGroup holds its connection.
 
 Two uses, each in a process of its own:
     python -m benchmarks.members rebalance HOST PORT MEMBERS
-        one group, all members join at once; prints the time from the first JoinGroup sent to the last
-        SyncGroup answered of the generation in which every member is synced.
+        one group, all members connected first, then all join at once; prints the time from the first
+        JoinGroup sent to the last SyncGroup answered of the generation in which every member is synced,
+        the heartbeats sent and a per-generation timeline; on stop every member leaves the group.
     python -m benchmarks.members register HOST PORT GROUPS MEMBERS_PER_GROUP
         registers GROUPS Stable groups (for the peer, which has no log to preload), prints each group's
         generation and member ids, then keeps the connections open (and the members idle) until stdin closes.
@@ -14,7 +15,6 @@ Two uses, each in a process of its own:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import resource
 import sys
@@ -25,9 +25,12 @@ import uvloop
 
 from .wire import (
     JOIN_VERSION,
+    LEAVE_VERSION,
     SYNC_VERSION,
     JoinGroupRequest,
     JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     SyncGroupRequest,
     SyncGroupResponse,
     encode,
@@ -37,13 +40,12 @@ from .wire import (
 MEMBER_ID_REQUIRED = 79
 REJOIN = {22, 25, 27}  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS
 SESSION_MS = 1_800_000
-# A synced member heartbeats this often, but only while another member of its group has a JoinGroup
-# parked: only then can a rebalance be waiting for it. Real consumers heartbeat every 3 s regardless,
-# which would put seconds of client timing into the coordinator's figure, and 5,000 members heartbeating
-# every 50 ms would measure heartbeats rather than the rebalance: the interval grows with the group so the
-# whole group sends at most ~10,000 heartbeats a second (5,000 members: every 0.5 s).
-def heartbeat_interval_s(members: int) -> float:
-    return max(0.05, members / 10_000)
+# A synced member heartbeats every heartbeat.interval.ms, as a consumer does: Kafka's default, 3 s, whatever
+# the group's size. (An earlier version scaled the interval with the group, 0.5 s at 5,000 members, and
+# heartbeated only while some JoinGroup was parked; neither is what a client does.) A member synced in an
+# earlier generation learns of the next rebalance only from a heartbeat, so it would add up to 3 s to the
+# figure; each run reports how many heartbeats were sent and its generations' timeline, so such a run shows.
+HEARTBEAT_INTERVAL_S = 3.0
 
 
 class _Conn:
@@ -79,6 +81,22 @@ class Group:
         # so when registering members with it the leader syncs last.
         self.leader_syncs_last = False
         self.session_ms = SESSION_MS
+        self.heartbeat_interval_s = HEARTBEAT_INTERVAL_S
+        self.heartbeat_only_while_joining = False
+        self.leave_on_stop = False  # LeaveGroup on stop, as a consumer's close() does
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()  # set with `complete`
+        self.started = time.perf_counter()
+        # Per generation, what the members saw (times in ms from the start): the rebalance's anatomy.
+        self.timeline: dict[int, dict[str, float]] = {}
+        self.heartbeats = 0
+        self.left = 0  # members whose LeaveGroup was answered NONE
+
+    def note(self, generation: int, event: str) -> None:
+        t = round((time.perf_counter() - self.started) * 1000, 1)
+        entry = self.timeline.setdefault(generation, {})
+        entry[event] = entry.get(event, 0) + 1
+        entry.setdefault(event + "_first_ms", t)
+        entry[event + "_last_ms"] = t
 
     def note_sync(self, member_id: str, generation: int) -> None:
         self.synced[member_id] = generation
@@ -86,6 +104,7 @@ class Group:
         if len(self.synced) == self.size and all(g == generation for g in self.synced.values()):
             self.generation = generation
             self.complete.set()
+            self.done.set_result(None)
 
 
 async def member(host: str, port: int, group: Group, index: int, stop: asyncio.Event,
@@ -112,6 +131,7 @@ async def member(host: str, port: int, group: Group, index: int, stop: asyncio.E
             await asyncio.sleep(0.01)
             continue
         member_id = join.member_id
+        group.note(join.generation_id, "join")
         assignments = []
         if join.leader == member_id:
             group.rounds += 1
@@ -128,42 +148,70 @@ async def member(host: str, port: int, group: Group, index: int, stop: asyncio.E
             group_instance_id=None, assignments=assignments), SyncGroupResponse)
         group.syncing -= 1
         if sync.error_code != 0:
+            group.note(join.generation_id, "sync_error")
             continue
+        group.note(join.generation_id, "sync")
         group.note_sync(member_id, join.generation_id)
         # Synced: heartbeat until the group is complete (or the member must rejoin).
         frame = heartbeat_frame(group.group_id, join.generation_id, member_id)
         rejoin = False
         while not group.complete.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(group.complete.wait(), heartbeat_interval_s(group.size))
+            # asyncio.wait neither cancels the shared future on timeout nor needs a task per member.
+            await asyncio.wait((group.done,), timeout=group.heartbeat_interval_s)
             if group.complete.is_set():
                 break
-            if not group.joining:
+            if group.heartbeat_only_while_joining and not group.joining:
                 continue
+            group.heartbeats += 1
             response = await conn.call_raw(frame)
             error = int.from_bytes(response[9:11], "big")  # v4: correlation, tags, throttle, error
             if error in REJOIN:
+                group.note(join.generation_id, "heartbeat_rejoin")
                 rejoin = True
                 break
         if not rejoin:
             await stop.wait()
+    if group.leave_on_stop and member_id:
+        # Without it the members would stay registered for their 30-minute sessions, and every later run
+        # on the same server would pay for them (a larger heap to garbage-collect, more timers).
+        left = await conn.call(LeaveGroupRequest[LEAVE_VERSION](group_id=group.group_id, members=[
+            LeaveGroupRequest.MemberIdentity(member_id=member_id, group_instance_id=None)]), LeaveGroupResponse)
+        group.left += left.error_code == 0 and all(m.error_code == 0 for m in left.members)
     writer.close()
     return member_id
 
 
+async def connect(host: str, port: int, count: int, at_once: int = 256) -> list[_Conn]:
+    """Open `count` connections, at most `at_once` in flight: a consumer has its coordinator connection
+    (FindCoordinator, then connect) before it sends JoinGroup, so connecting is not part of the rebalance,
+    and thousands of simultaneous SYNs would overflow the server's accept backlog and wait out the
+    kernel's 1 s SYN retransmit (see findings.md, "Rebalance growth (session 2)")."""
+    gate = asyncio.Semaphore(at_once)
+
+    async def one() -> _Conn:
+        async with gate:
+            return _Conn(*await asyncio.open_connection(host, port))
+
+    return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
 async def rebalance(host: str, port: int, size: int) -> dict[str, Any]:
     group = Group(f"rebalance-{size}-{time.time_ns()}", size)
+    group.leave_on_stop = True
     stop = asyncio.Event()
+    conns = await connect(host, port, size)
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-    started = time.perf_counter()
-    tasks = [asyncio.ensure_future(member(host, port, group, i, stop)) for i in range(size)]
+    started = group.started = time.perf_counter()
+    tasks = [asyncio.ensure_future(member(host, port, group, i, stop, conns[i])) for i in range(size)]
     await asyncio.wait_for(group.complete.wait(), 600)
     seconds = group.last_sync_at - started
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     stop.set()
     await asyncio.gather(*tasks)
     return {"members": size, "seconds": seconds, "generation": group.generation, "leader_rounds": group.rounds,
-            "driver_cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)}
+            "driver_cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime),
+            "heartbeats": group.heartbeats, "left": group.left,
+            "timeline": {str(g): v for g, v in sorted(group.timeline.items())}}
 
 
 async def register(host: str, port: int, groups: int, per_group: int) -> None:
@@ -181,6 +229,9 @@ async def register(host: str, port: int, groups: int, per_group: int) -> None:
             # The mock waits (session timeout - 1 s) for a member that joined late: 10 s sessions keep a
             # stalled round short, and the measurement heartbeats every registered member well within it.
             g.session_ms = 10_000
+            # Registration only (not measured): heartbeat often, but only while a rebalance may be waiting.
+            g.heartbeat_interval_s = 0.05
+            g.heartbeat_only_while_joining = True
         # Connected first, so every JoinGroup of the wave lands inside the mock's 3 s first-join window:
         # a late one starts a rebalance that waits out the session timeout.
         conns = {g.group_id: [_Conn(*c) for c in await asyncio.gather(

@@ -197,12 +197,16 @@ numbers depend on the machine; the ratios are the point. Nothing here is asserte
   round in our runs, so the peer figure is for 300 members against ours at 10k and more).
 - **Memory per member**: RSS of the loaded server (after the heartbeat run, whichever is larger) minus the RSS
   of an empty server, divided by the members.
-- **Rebalance**: one group, every member on its own connection sends JoinGroup v5 at once (the KIP-394
-  MEMBER_ID_REQUIRED round trip included), `--initial-rebalance-delay-ms 0`; the leader assigns every member;
-  members that synced in an earlier generation heartbeat (only while some JoinGroup is parked, at most ~10,000
-  heartbeats/s per group) to learn of the next rebalance. Time from the first JoinGroup sent to the last
-  SyncGroup answered of the generation that holds every member; median of 3. Not run against the peer: the
-  mock's first join always waits 3 s (its hard-coded stand-in for `group.initial.rebalance.delay.ms`).
+- **Rebalance**: one group, every member on its own connection, opened before the clock starts (a consumer
+  has its coordinator connection before it joins); then every member sends JoinGroup v5 at once (the KIP-394
+  MEMBER_ID_REQUIRED round trip included), `--initial-rebalance-delay-ms 0`; the leader assigns every member.
+  A member synced in an earlier generation learns of the next rebalance from its heartbeat, sent every 3 s
+  (Kafka's default `heartbeat.interval.ms`, whatever the group's size); each run records its heartbeats and
+  per-generation timeline. Time from the first JoinGroup sent to the last SyncGroup answered of the
+  generation that holds every member; median of 3. On stop every member sends LeaveGroup (as a consumer's
+  `close()` does), so a run leaves no members behind for the next one on the same server. Not run against
+  the peer: the mock's first join always waits 3 s (its hard-coded stand-in for
+  `group.initial.rebalance.delay.ms`).
 - **Durable commits**: each committer is a connection committing one partition of its own group
   (OffsetCommit v8, generation -1), one request in flight; fsync `always` against `never`, same run.
 - **Recovery**: `preload.py` writes {res.get('recovery', {}).get('records', 0):,} offset commits over

@@ -17,6 +17,8 @@ with warnings.catch_warnings():
         HeartbeatResponse,
         JoinGroupRequest,
         JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
         OffsetCommitRequest,
         OffsetCommitResponse,
         SyncGroupRequest,
@@ -26,11 +28,13 @@ with warnings.catch_warnings():
 HEARTBEAT_VERSION = 4  # flexible; both our server (0-4) and librdkafka's mock (0-5) serve it
 JOIN_VERSION = 5  # the newest JoinGroup both serve without flexible encoding quirks; KIP-394 applies (v4+)
 SYNC_VERSION = 3
+LEAVE_VERSION = 3  # the first with a member list (a consumer's close() leaves with its own id)
 COMMIT_VERSION = 8
 _SENTINEL = 0x7ABC
 
 __all__ = [
-    "HeartbeatResponse", "JoinGroupRequest", "JoinGroupResponse", "SyncGroupRequest", "SyncGroupResponse",
+    "HeartbeatResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse",
+    "SyncGroupRequest", "SyncGroupResponse",
     "commit_error_offset", "commit_frame", "encode", "heartbeat_error_offset", "heartbeat_frame",
     "heartbeat_response",
 ]

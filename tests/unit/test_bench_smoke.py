@@ -33,6 +33,10 @@ def test_preloaded_members_heartbeat_and_a_small_rebalance(tmp_path: Path) -> No
         assert result["requests"] > 0 and result["errors"] == 0, result
         rebalance = run_json("benchmarks.members", "rebalance", "127.0.0.1", str(srv.port), "5")
         assert rebalance["members"] == 5 and rebalance["generation"] >= 1
+        # The final generation's timeline counts every member synced; on stop every member left the group
+        # (a consumer's close()), so later runs on the same server do not carry it.
+        assert rebalance["timeline"][str(rebalance["generation"])]["sync"] == 5, rebalance["timeline"]
+        assert rebalance["left"] == 5
         topic = "t"
         commit = run_loadgen("127.0.0.1", srv.port, [[wire.commit_frame("c", topic, 1)]], connections=1,
                              warmup_s=0.1, duration_s=0.3, error_offset=wire.commit_error_offset(topic))
