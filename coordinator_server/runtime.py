@@ -179,14 +179,15 @@ class CoordinatorRuntime:
     async def sync_group(self, inp: SyncGroupInput) -> SyncGroupResult:
         return await self._parked_call(inp.group_id, lambda now, reply: self.coordinator.handle_sync_group(inp, now, reply))
 
-    async def heartbeat(self, inp: HeartbeatInput) -> Errors:
+    def heartbeat(self, inp: HeartbeatInput) -> Errors:
+        """Synchronous, the hot path: a heartbeat takes no lock and writes nothing. Timers it finds due
+        run after it, as after any call; what they write is theirs to wait for (their own responses wait
+        for it), not the heartbeat's, as in Kafka where expirations run on the timer's own thread."""
         now_ms = self._now_ms()
         error = self.coordinator.handle_heartbeat(inp, now_ms)
-        # The hot path: a heartbeat writes nothing, so unless a timer is due this very moment (then run
-        # it and write what it wrote, as after any call) the loop timer only has to follow the wheel.
         deadline = self.coordinator.next_expiration_ms()
         if (deadline is not None and deadline <= now_ms) or self.coordinator.has_appends():
-            await self._after_core_call()
+            self.rearm_timer()
         else:
             self._arm_timer()
         return error

@@ -112,10 +112,10 @@ class Connection:
                         response = await self._raw_sasl_token(payload)
                     else:
                         response = await self._handle(payload)
-                elif payload[:2] == _HEARTBEAT_KEY_BYTES:
-                    response = await self._heartbeat(payload)
                 else:
-                    response = await self._handle(payload)
+                    response = self._heartbeat(payload) if payload[:2] == _HEARTBEAT_KEY_BYTES else None
+                    if response is None:
+                        response = await self._handle(payload)
                 if response is not None:  # None: a request answered with no response (acks=0)
                     self._writer.write(response)
                     metrics.BYTES_OUT.value += len(response)
@@ -193,21 +193,19 @@ class Connection:
         metrics.observe_request(header.api_name, header.api_version, time.perf_counter() - started, response)
         return encoded
 
-    async def _heartbeat(self, payload: bytes) -> bytes | None:
+    def _heartbeat(self, payload: bytes) -> bytes | None:
         """Heartbeats skip kafka-python's generic classes (protocol/heartbeat_wire.py): the hot path.
-        Anything the fast parser does not take goes the generic way, with the generic checks."""
+        None: not a heartbeat the fast parser takes; it goes the generic way, with the generic checks."""
         hb = parse_heartbeat(payload)
         if hb is None:
-            return await self._handle(payload)
+            return None
         started = time.perf_counter()
         if hb.client_id != self._client_id:
             self._client_id = hb.client_id
             structlog.contextvars.bind_contextvars(client_id=hb.client_id)
         version = hb.input.api_version
         try:
-            error = await self._handlers.heartbeat(hb.input, self._access)
-        except asyncio.CancelledError:
-            raise
+            error = self._handlers.heartbeat(hb.input, self._access)
         except Exception:
             log.exception("handler_failed", api="Heartbeat", api_version=version, correlation_id=hb.correlation_id)
             raise _CloseConnection from None

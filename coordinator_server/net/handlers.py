@@ -53,7 +53,7 @@ class GroupRuntime(OffsetRuntime, AdminRuntime, Protocol):
 
     async def join_group(self, inp: JoinGroupInput) -> JoinGroupResult: ...
     async def sync_group(self, inp: SyncGroupInput) -> SyncGroupResult: ...
-    async def heartbeat(self, inp: HeartbeatInput) -> Errors: ...
+    def heartbeat(self, inp: HeartbeatInput) -> Errors: ...
     async def leave_group(self, inp: LeaveGroupInput) -> LeaveGroupResult: ...
 
 
@@ -297,14 +297,13 @@ class RequestHandlers:
         return gm.sync_group_response(await self.runtime.sync_group(inp), ctx.version)
 
     async def handle_heartbeat(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
-        error = await self.heartbeat(gm.heartbeat_input(req, ctx.version), ctx.access)
-        return gm.heartbeat_response(error, ctx.version)
+        return gm.heartbeat_response(self.heartbeat(gm.heartbeat_input(req, ctx.version), ctx.access), ctx.version)
 
-    async def heartbeat(self, inp: HeartbeatInput, access: Access) -> Errors:
+    def heartbeat(self, inp: HeartbeatInput, access: Access) -> Errors:
         """Also the connection's fast path for well-formed heartbeats (protocol/heartbeat_wire.py)."""
         if not access.group("READ", inp.group_id):
             return Errors.GROUP_AUTHORIZATION_FAILED
-        return await self.runtime.heartbeat(inp)
+        return self.runtime.heartbeat(inp)
 
     async def handle_leave_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         inp = gm.leave_group_input(req, ctx.version)
