@@ -55,6 +55,46 @@ def figures(res: dict[str, Any]) -> dict[str, Any]:
     return f
 
 
+# The run the profile fixes are measured against (session 1's `make bench`, commit c278dcd).
+BEFORE_FIXES = ROOT / "benchmarks" / "results" / "2026-11-22-before-fixes.json"
+
+
+def before_after(res: dict[str, Any], before_path: Path = BEFORE_FIXES) -> str:
+    """The same figures (each already a ratio against its own run's baseline) before and after the fixes."""
+    if not before_path.exists():
+        return ""
+    import json
+
+    before = json.loads(before_path.read_text())
+    fb, fa = before.get("figures") or figures(before), res.get("figures") or figures(res)
+    rows: list[tuple[str, Any, Any, str]] = []
+    hb_b = {s["members"]: s for s in fb.get("heartbeat", [])}
+    for s in fa.get("heartbeat", []):
+        b = hb_b.get(s["members"])
+        if b:
+            rows.append((f"heartbeat, {s['members']:,} members, × floor", b["vs_floor"], s["vs_floor"], "{:.2f}x"))
+            rows.append((f"heartbeat, {s['members']:,} members, × peer", b["vs_peer"], s["vs_peer"], "{:.2f}x"))
+    for key, label, fmt in (("rebalance_growth", "rebalance growth t(5000)/t(500)", "{:.1f}"),
+                            ("group_commit_gain", "group commit: 128 vs 1 committer", "{:.1f}x"),
+                            ("recovery_after_rps", "recovery after compaction, records/s", "{:,.0f}")):
+        if key in fb and key in fa:
+            rows.append((label, fb[key], fa[key], fmt))
+    if "commits" in fb and "commits" in fa:
+        for n in fa["commits"]:
+            if n in fb["commits"]:
+                rows.append((f"durable commits, {n} committers, always ÷ never", fb["commits"][n]["always_vs_never"],
+                             fa["commits"][n]["always_vs_never"], "{:.2f}x"))
+    if not rows:
+        return ""
+    rel = before_path.relative_to(ROOT)
+    lines = [f"Against [`{rel}`](../{rel}) (commit {before['machine']['git']}, the run the profile findings "
+             "below come from). Each figure is the ratio its own run measured, so the machine's load on the "
+             "day cancels out as far as it can.", "", "| Figure | Before | After | After ÷ before |", "|---|---|---|---|"]
+    for label, b, a, fmt in rows:
+        lines.append(f"| {label} | {fmt.format(b)} | {fmt.format(a)} | {a / b:.1f}× |")
+    return "\n".join(lines)
+
+
 def _met(ok: bool) -> str:
     return "met" if ok else "**not met**"
 
@@ -179,6 +219,10 @@ numbers depend on the machine; the ratios are the point. Nothing here is asserte
 {table(res)}
 
 ![Rebalance latency against group size](performance-rebalance.png)
+
+## Before and after the profile fixes
+
+{before_after(res) or "No earlier run to compare with."}
 
 ## How it is measured
 
