@@ -16,6 +16,12 @@ files are still fsynced by one thread at a time, but the fsyncs overlap, and the
 concurrent fsyncs together (on ext4, 40 files took ~11 ms one after the other and ~5 ms at once). Groups
 spread over all 50 partitions, so without this a busy round cost one fsync per partition in a row.
 
+Under policy `always` the rounds are pipelined two deep: once a round is written, the I/O thread takes
+its sync plans (`PartitionLog.take_sync_plan`) and a sync thread runs them while the I/O thread writes the
+next round; that next round's fsyncs start only after the previous round's finished (so a failed fsync
+fails the later round's appends to that partition too) and rounds complete in order. The writer waits
+for a round's fsyncs before writing a third, so appends arriving meanwhile gather into one round.
+
 Fsync policy: `always` resolves after the fsync; `interval:MS` resolves after the write and fsyncs the
 dirty partitions at most every MS in the background; `never` resolves after the write and leaves flushing
 to the OS (and `close()`).
@@ -63,6 +69,7 @@ from coordinator_server.storage.log import (
     DEFAULT_SEGMENT_MS,
     FileIO,
     PartitionLog,
+    SyncPlan,
     partition_dir,
 )
 from coordinator_server.storage.replay import LatestRecords
@@ -124,7 +131,9 @@ class CoordinatorLog:
         self._logs = logs
         self._lock_fd = lock_fd
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coordinator-log")
-        # Only the I/O thread submits to it, and waits for what it submitted (threads start on demand).
+        # Policy `always`: a round's fsyncs run from this thread, while the I/O thread writes the next
+        # round; it hands them to the pool and waits for all (pool threads start on demand).
+        self._sync_runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coordinator-log-sync")
         self._sync_pool = ThreadPoolExecutor(max_workers=max(1, min(sync_threads, partitions)),
                                              thread_name_prefix="coordinator-log-fsync")
         self._pending: list[_Append] = []
@@ -267,6 +276,7 @@ class CoordinatorLog:
             await loop.run_in_executor(self._executor, self._sync_and_close_all)
         finally:
             self._executor.shutdown(wait=True)
+            self._sync_runner.shutdown(wait=True)
             self._sync_pool.shutdown(wait=True)
             self._cleaner_executor.shutdown(wait=True)
             _unlock(self._lock_fd)
@@ -287,9 +297,12 @@ class CoordinatorLog:
     async def _run(self) -> None:
         assert self._wakeup is not None
         loop = asyncio.get_running_loop()
+        syncing: asyncio.Task[None] | None = None  # policy `always`: the round whose fsyncs are running
         while True:
             if not self._pending:
                 if self._closing:
+                    if syncing is not None:
+                        await syncing
                     return
                 timeout = None if self._flush_deadline is None else max(0.0, self._flush_deadline - loop.time())
                 # Clearing and checking `_pending` happen with no await between them, so no wakeup is lost.
@@ -298,7 +311,12 @@ class CoordinatorLog:
                     await asyncio.wait_for(self._wakeup.wait(), timeout)
             round_, self._pending = self._pending, []
             if round_:
-                await self._write(loop, round_)
+                written = await self._write(loop, round_, syncing)
+                if syncing is not None:
+                    # At most one round written behind the one being fsynced: what queues meanwhile
+                    # makes the next round bigger instead of a chain of small ones.
+                    await syncing
+                syncing = written
             if self._flush_deadline is not None and loop.time() >= self._flush_deadline:
                 dirty, self._dirty, self._flush_deadline = self._dirty, set(), None
                 try:
@@ -306,25 +324,55 @@ class CoordinatorLog:
                 except Exception:  # a bug, not an I/O error (those poison the partition): keep writing
                     log.exception("coordinator_log_background_fsync_failed")
 
-    async def _write(self, loop: asyncio.AbstractEventLoop, round_: list[_Append]) -> None:
+    async def _write(self, loop: asyncio.AbstractEventLoop, round_: list[_Append],
+                     syncing: asyncio.Task[None] | None) -> asyncio.Task[None] | None:
+        """Write the round; under policy `always`, return the task that fsyncs it (after `syncing`, the
+        round before, is fsynced and completed) and then completes it; otherwise complete it now."""
+        plans: dict[int, SyncPlan] = {}
         try:
-            errors, written = await loop.run_in_executor(self._executor, self._write_round, round_)
+            errors, written, plans = await loop.run_in_executor(self._executor, self._write_round, round_)
         except Exception as e:  # a bug, not an I/O error: fail the round rather than hang its callers
             log.exception("coordinator_log_write_round_failed")
             errors = [StorageError(f"internal error in the log writer: {e!r}")] * len(round_)
-            written = set()
+            written = {}
+        if self._fsync.mode == "always":
+            return loop.create_task(self._sync_and_complete(loop, round_, errors, written, plans, syncing))
+        self._complete(round_, errors)
+        if self._fsync.mode == "interval" and written:
+            self._dirty |= set(written)
+            if self._flush_deadline is None:
+                self._flush_deadline = loop.time() + self._fsync.interval_ms / 1000
+        return None
+
+    async def _sync_and_complete(self, loop: asyncio.AbstractEventLoop, round_: list[_Append],
+                                 errors: list[StorageError | None], written: dict[int, list[int]],
+                                 plans: dict[int, SyncPlan], previous: asyncio.Task[None] | None) -> None:
+        try:
+            if previous is not None:
+                # Its fsyncs first: a partition whose fsync failed there must fail here too (its pages
+                # may be gone, and a later fsync can report success), and rounds complete in order.
+                await previous
+            synced = await loop.run_in_executor(self._sync_runner, self._sync_plans, plans)
+        except Exception as e:  # a bug, not an I/O error: fail the round rather than hang its callers
+            log.exception("coordinator_log_sync_round_failed")
+            synced = {p: StorageError(f"internal error in the log writer: {e!r}") for p in written}
+        for p, err in synced.items():
+            if err is not None:
+                for i in written[p]:
+                    errors[i] = err
+        self._complete(round_, errors)
+
+    def _complete(self, round_: list[_Append], errors: list[StorageError | None]) -> None:
         for a, err in zip(round_, errors, strict=True):
             try:
                 a.on_done(err)
             except Exception:  # a bug in a caller's callback: the other appends still complete
                 log.exception("coordinator_log_append_callback_failed", partition=a.partition)
-        if self._fsync.mode == "interval" and written:
-            self._dirty |= written
-            if self._flush_deadline is None:
-                self._flush_deadline = loop.time() + self._fsync.interval_ms / 1000
 
-    def _write_round(self, round_: list[_Append]) -> tuple[list[StorageError | None], set[int]]:
-        """In the I/O thread: one batch per append, then (policy `always`) one fsync per partition."""
+    def _write_round(self, round_: list[_Append]) -> tuple[list[StorageError | None], dict[int, list[int]],
+                                                            dict[int, SyncPlan]]:
+        """In the I/O thread: one batch per append; under policy `always`, what the fsyncs of the written
+        partitions must cover (run elsewhere, while the next round is written)."""
         errors: list[StorageError | None] = [None] * len(round_)
         written: dict[int, list[int]] = {}
         for i, a in enumerate(round_):
@@ -340,12 +388,26 @@ class CoordinatorLog:
             else:
                 metrics.LOG_APPEND_LATENCY.observe(time.perf_counter() - started)
                 written.setdefault(a.partition, []).append(i)
-        if self._fsync.mode == "always":
-            for p, err in self._sync_all(sorted(written)):
-                if err is not None:
-                    for i in written[p]:
-                        errors[i] = err
-        return errors, set(written)
+        plans = {p: self._logs[p].take_sync_plan() for p in sorted(written)} if self._fsync.mode == "always" else {}
+        return errors, written, plans
+
+    def _sync_plans(self, plans: dict[int, SyncPlan]) -> dict[int, StorageError | None]:
+        """In the sync thread: run the round's fsyncs, at once when there are several; waits for all."""
+        if len(plans) <= 1:
+            return {p: self._run_plan(p, plan) for p, plan in plans.items()}
+        return dict(zip(plans, self._sync_pool.map(self._run_plan, plans, plans.values()), strict=True))
+
+    def _run_plan(self, partition: int, plan: SyncPlan) -> StorageError | None:
+        if partition in self._failed:  # an earlier fsync failed: this one could not be trusted
+            plan.discard()
+            return self._failed[partition]
+        started = time.perf_counter()
+        try:
+            plan.run()
+        except OSError as e:
+            return self._fsync_failed(partition, e)
+        metrics.LOG_FSYNC_COORDINATOR.observe(time.perf_counter() - started)
+        return None
 
     def _sync_background(self, partitions: set[int]) -> None:
         for _ in self._sync_all(sorted(partitions)):
@@ -364,13 +426,16 @@ class CoordinatorLog:
         try:
             self._logs[partition].sync()
         except OSError as e:
-            err = StorageError(f"fsync of __consumer_offsets-{partition} failed: {e}; the partition takes "
-                               "no more appends until the server restarts", e.errno)
-            log.error("log_fsync_failed", partition=partition, errno=e.errno, error=str(e))
-            self._failed[partition] = err
-            return err
+            return self._fsync_failed(partition, e)
         metrics.LOG_FSYNC_COORDINATOR.observe(time.perf_counter() - started)
         return None
+
+    def _fsync_failed(self, partition: int, e: OSError) -> StorageError:
+        err = StorageError(f"fsync of __consumer_offsets-{partition} failed: {e}; the partition takes "
+                           "no more appends until the server restarts", e.errno)
+        log.error("log_fsync_failed", partition=partition, errno=e.errno, error=str(e))
+        self._failed[partition] = err
+        return err
 
     def _sync_and_close_all(self) -> None:
         first_error: StorageError | None = None

@@ -120,6 +120,12 @@ class SyncPlan:
         if self.on_done is not None:
             self.on_done()
 
+    def discard(self) -> None:
+        """Close the plan's file descriptors without fsyncing: for a log that can no longer be trusted
+        (an earlier fsync failed), whose recovery point must not move."""
+        for fd in [*self.rolled_fds, self.active_fd]:
+            os.close(fd)
+
 
 def _advance_recovery_point(indexes: list[Path], checkpoint: tuple[Path, int] | None) -> None:
     """After the segments below `checkpoint` are durable: fsync their indexes, then the checkpoint. A

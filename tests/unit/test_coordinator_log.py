@@ -381,3 +381,63 @@ async def test_submit_calls_back_in_order_once_durable_and_survives_a_failing_ca
     await log.close()
     with pytest.raises(StorageError, match="closed"):
         log.submit(0, [commit("g", 5)], 1, on_done(5))
+
+
+class WriteCountingIO(CountingIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pwrites = 0
+        self._count = self._pwrite
+        object.__setattr__(self, "pwrite", self._counting_pwrite)
+
+    def _counting_pwrite(self, fd: int, data: bytes, offset: int) -> int:
+        self.pwrites += 1
+        return self._count(fd, data, offset)
+
+
+async def wait_until(cond: Callable[[], bool]) -> None:
+    for _ in range(2000):
+        if cond():
+            return
+        await asyncio.sleep(0.002)
+    raise AssertionError("condition not reached")
+
+
+async def test_the_next_round_is_written_while_a_round_is_fsynced_and_completes_after_it(tmp_path: Path) -> None:
+    io = WriteCountingIO()
+    log = CoordinatorLog.open(tmp_path, 2, ALWAYS, file_io=io)
+    io.gate = threading.Event()
+    first = asyncio.create_task(log.append(0, [commit("g", 0)], 1))
+    await wait_until(io.in_fsync.is_set)  # round 1 is inside its fsync
+    second = asyncio.create_task(log.append(0, [commit("g", 1)], 1))
+    other = asyncio.create_task(log.append(1, [commit("h", 2)], 1))
+    await wait_until(lambda: io.pwrites == 3)  # round 2 is written meanwhile...
+    await asyncio.sleep(0.01)
+    assert not first.done() and not second.done() and not other.done()  # ...and nothing resolved early
+    io.gate.set()
+    await asyncio.gather(first, second, other)
+    assert io.file_fsyncs == 3  # round 1: partition 0; round 2: partitions 0 and 1
+    await log.close()
+
+
+async def test_a_failed_fsync_fails_the_next_round_already_written_to_that_partition(tmp_path: Path) -> None:
+    io = WriteCountingIO()
+    log = CoordinatorLog.open(tmp_path, 2, ALWAYS, file_io=io)
+    io.gate = threading.Event()
+    first = asyncio.create_task(log.append(0, [commit("g", 0)], 1))
+    await wait_until(io.in_fsync.is_set)
+    second = asyncio.create_task(log.append(0, [commit("g", 1)], 1))
+    await wait_until(lambda: io.pwrites == 2)  # written before round 1's fsync fails
+    io.fail_fsync = True
+    io.gate.set()
+    with pytest.raises(StorageError) as info:
+        await first
+    assert info.value.errno == errno.EIO
+    fsyncs = io.file_fsyncs
+    with pytest.raises(StorageError, match="until the server restarts"):
+        await second  # its own fsync would not prove anything: not trusted
+    assert io.file_fsyncs == fsyncs  # and not even tried
+    io.fail_fsync = False
+    await log.append(1, [commit("h", 2)], 1)  # other partitions carry on
+    with pytest.raises(StorageError):
+        await log.close()
