@@ -84,7 +84,7 @@ def run(quick: bool, only: list[str], profile: bool, recovery_records: int | Non
                           for fsync in ("always", "never") for c in scale.committers]
         _done("commits", timings)
     if step("recovery"):
-        res["recovery"] = scenarios.recovery(scale, work, empty["startup_s"])
+        res["recovery"] = scenarios.recovery(scale, work)
         _done("recovery", timings)
     if step("e2e"):
         res["e2e"] = scenarios.end_to_end(scale, work)

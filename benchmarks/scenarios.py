@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -29,7 +30,7 @@ class Scale:
         self.rebalance_repeats = 1 if quick else 3
         self.committers = [1, 16, 128]
         self.commit_warmup_s, self.commit_duration_s = (0.5, 2.0) if quick else (1.0, 5.0)
-        self.recovery_records = recovery_records or (200_000 if quick else 2_000_000)
+        self.recovery_records = recovery_records or (200_000 if quick else 10_000_000)
         self.recovery_keys = 10_000 if quick else 100_000
         self.e2e_records = 20_000 if quick else 100_000
 
@@ -169,27 +170,34 @@ def commits(scale: Scale, work: Path, fsync: str, committers: int) -> dict[str, 
 
 # -- recovery ---------------------------------------------------------------------------------------
 
-def recovery(scale: Scale, work: Path, empty_startup_s: float) -> dict[str, Any]:
+def recovery(scale: Scale, work: Path, repeats: int = 3) -> dict[str, Any]:
     data = _tmpdir(work, "recovery")
     written = run_json("benchmarks.preload", "commits", str(data), str(scale.recovery_records),
                        str(scale.recovery_keys), timeout_s=3600)
 
-    def start_time() -> float:
-        srv = Server(data, {"log_cleaner_enable": "false"}).start(timeout_s=3600)
+    def start_time(d: Path) -> float:
+        srv = Server(d, {"log_cleaner_enable": "false"}).start(timeout_s=3600)
         t = srv.listening_after_s
         srv.stop()
         return t
 
-    before = start_time()
+    before = start_time(data)
     compacted = run_json("benchmarks.compact", str(data), timeout_s=3600)
-    after = start_time()
+    # The short start-ups are medians of a few, the empty server's (same flags) measured right next to
+    # them: a one-off measurement's noise on a shared machine is a large part of a 1-3 s difference.
+    afters = [start_time(data) for _ in range(repeats)]
+    empty_dir = _tmpdir(work, "recovery-empty")
+    start_time(empty_dir)  # creates its 50 partition directories, which the measured starts then open
+    empties = [start_time(empty_dir) for _ in range(repeats)]
+    after, empty_startup_s = statistics.median(afters), statistics.median(empties)
     records = written["records"]
     shutil.rmtree(data, ignore_errors=True)
+    shutil.rmtree(empty_dir, ignore_errors=True)
     return {
         "records": records, "keys": written["keys"], "write_s": written["seconds"],
         "bytes_before": compacted["bytes_before"], "bytes_after": compacted["bytes_after"],
         "compaction_s": compacted["seconds"], "startup_before_s": before, "startup_after_s": after,
-        "empty_startup_s": empty_startup_s,
+        "startup_after_runs_s": afters, "empty_startup_s": empty_startup_s, "empty_startup_runs_s": empties,
         # Load time: start-up minus an empty server's start-up (interpreter and imports).
         "records_per_s_before": records / max(1e-3, before - empty_startup_s),
         "records_per_s_after": records / max(1e-3, after - empty_startup_s),
