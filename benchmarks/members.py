@@ -27,6 +27,8 @@ from .wire import (
     JOIN_VERSION,
     LEAVE_VERSION,
     SYNC_VERSION,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     JoinGroupRequest,
     JoinGroupResponse,
     LeaveGroupRequest,
@@ -182,15 +184,19 @@ async def member(host: str, port: int, group: Group, index: int, stop: asyncio.E
 
 
 async def connect(host: str, port: int, count: int, at_once: int = 256) -> list[_Conn]:
-    """Open `count` connections, at most `at_once` in flight: a consumer has its coordinator connection
-    (FindCoordinator, then connect) before it sends JoinGroup, so connecting is not part of the rebalance,
-    and thousands of simultaneous SYNs would overflow the server's accept backlog and wait out the
-    kernel's 1 s SYN retransmit (see findings.md, "Rebalance growth (session 2)")."""
+    """Open `count` connections, each answered its ApiVersions, at most `at_once` in flight: a consumer has
+    its coordinator connection (FindCoordinator, connect, ApiVersions) before it sends JoinGroup, so
+    connecting is not part of the rebalance. Thousands of simultaneous SYNs would overflow the server's
+    accept backlog and wait out the kernel's 1 s SYN retransmit; a connection counts as open once the
+    server answered on it, so the accept queue never holds more than `at_once` (see findings.md,
+    "Rebalance growth (session 2)")."""
     gate = asyncio.Semaphore(at_once)
 
     async def one() -> _Conn:
         async with gate:
-            return _Conn(*await asyncio.open_connection(host, port))
+            conn = _Conn(*await asyncio.open_connection(host, port))
+            await conn.call(ApiVersionsRequest[0](), ApiVersionsResponse)
+            return conn
 
     return list(await asyncio.gather(*(one() for _ in range(count))))
 
@@ -208,7 +214,8 @@ async def rebalance(host: str, port: int, size: int) -> dict[str, Any]:
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     stop.set()
     await asyncio.gather(*tasks)
-    return {"members": size, "seconds": seconds, "generation": group.generation, "leader_rounds": group.rounds,
+    return {"members": size, "seconds": seconds, "started_monotonic_s": started,
+            "generation": group.generation, "leader_rounds": group.rounds,
             "driver_cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime),
             "heartbeats": group.heartbeats, "left": group.left,
             "timeline": {str(g): v for g, v in sorted(group.timeline.items())}}

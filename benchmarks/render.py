@@ -241,8 +241,8 @@ numbers depend on the machine; the ratios are the point. Nothing here is asserte
   round in our runs, so the peer figure is for 300 members against ours at 10k and more).
 - **Memory per member**: RSS of the loaded server (after the heartbeat run, whichever is larger) minus the RSS
   of an empty server, divided by the members.
-- **Rebalance**: one group, every member on its own connection, opened before the clock starts (a consumer
-  has its coordinator connection before it joins); then every member sends JoinGroup v5 at once (the KIP-394
+- **Rebalance**: one group, every member on its own connection, opened (and answered an ApiVersions) before
+  the clock starts, as a consumer's is before it joins; then every member sends JoinGroup v5 at once (the KIP-394
   MEMBER_ID_REQUIRED round trip included), `--initial-rebalance-delay-ms 0`; the leader assigns every member.
   A member synced in an earlier generation learns of the next rebalance from its heartbeat, sent every 3 s
   (Kafka's default `heartbeat.interval.ms`, whatever the group's size); each run records its heartbeats and

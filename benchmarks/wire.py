@@ -24,6 +24,7 @@ with warnings.catch_warnings():
         SyncGroupRequest,
         SyncGroupResponse,
     )
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 HEARTBEAT_VERSION = 4  # flexible; both our server (0-4) and librdkafka's mock (0-5) serve it
 JOIN_VERSION = 5  # the newest JoinGroup both serve without flexible encoding quirks; KIP-394 applies (v4+)
@@ -33,7 +34,7 @@ COMMIT_VERSION = 8
 _SENTINEL = 0x7ABC
 
 __all__ = [
-    "HeartbeatResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse",
+    "ApiVersionsRequest", "ApiVersionsResponse", "HeartbeatResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse",
     "SyncGroupRequest", "SyncGroupResponse",
     "commit_error_offset", "commit_frame", "encode", "heartbeat_error_offset", "heartbeat_frame",
     "heartbeat_response",
