@@ -247,7 +247,9 @@ numbers depend on the machine; the ratios are the point. Nothing here is asserte
   A member synced in an earlier generation learns of the next rebalance from its heartbeat, sent every 3 s
   (Kafka's default `heartbeat.interval.ms`, whatever the group's size); each run records its heartbeats and
   per-generation timeline. Time from the first JoinGroup sent to the last SyncGroup answered of the
-  generation that holds every member; median of 3. On stop every member sends LeaveGroup (as a consumer's
+  generation that holds every member; median of 5, the sizes interleaved run by run. Each run also records
+  the server's CPU time inside that window (`server_cpu_s`, sampled from /proc every 10 ms), which other work
+  on the machine moves far less than the wall time. On stop every member sends LeaveGroup (as a consumer's
   `close()` does), so a run leaves no members behind for the next one on the same server. Not run against
   the peer: the mock's first join always waits 3 s (its hard-coded stand-in for
   `group.initial.rebalance.delay.ms`).

@@ -2,10 +2,13 @@
 baselines measured in the same run (see run.py)."""
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import shutil
 import statistics
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,7 @@ class Scale:
         self.hb_sample = 20_000  # distinct members whose heartbeats are cycled through
         self.peer_members = 300  # one wave: the mock stalls on a second (see members.register)
         self.rebalance_sizes = [10, 100, 500, 1000] if quick else [10, 100, 500, 1000, 5000]
-        self.rebalance_repeats = 1 if quick else 3
+        self.rebalance_repeats = 1 if quick else 5
         self.committers = [1, 16, 128]
         self.commit_warmup_s, self.commit_duration_s = (0.5, 2.0) if quick else (1.0, 5.0)
         self.recovery_records = recovery_records or (200_000 if quick else 10_000_000)
@@ -132,19 +135,64 @@ def hb_server(scale: Scale, work: Path, members: int, empty_rss: int,
 
 # -- rebalance --------------------------------------------------------------------------------------
 
+class _CpuSampler:
+    """A process's CPU time (user + system), sampled every 10 ms against the monotonic clock, so that the
+    CPU the server spent inside a run's timed window can be read afterwards (a figure that, unlike the wall
+    time, hardly moves when other work shares the machine)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _cpu_s(self) -> float:
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            with contextlib.suppress(OSError):
+                self.samples.append((time.perf_counter(), self._cpu_s()))
+
+    def between(self, t0: float, t1: float) -> float | None:
+        before = [c for t, c in self.samples if t <= t0]
+        after = [c for t, c in self.samples if t >= t1]
+        return round(after[0] - before[-1], 3) if before and after else None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def rebalance(scale: Scale, work: Path, profile_to: Path | None = None,
               sizes: list[int] | None = None) -> list[dict[str, Any]]:
     srv = Server(_tmpdir(work, "rebalance"), {"initial_rebalance_delay_ms": 0,
                                               "max_session_timeout_ms": MAX_SESSION_MS}, profile_to=profile_to).start()
-    out = []
+    sizes = sizes or scale.rebalance_sizes
+    runs: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
+    cpu = _CpuSampler(srv.pid)
     try:
-        for size in sizes or scale.rebalance_sizes:
-            runs = [run_json("benchmarks.members", "rebalance", "127.0.0.1", str(srv.port), str(size))
-                    for _ in range(scale.rebalance_repeats)]
-            seconds = sorted(r["seconds"] for r in runs)
-            out.append({"members": size, "seconds": seconds[len(seconds) // 2], "runs": runs})
+        # Sizes interleaved, repeat by repeat: a burst of other work on the machine then lands on one run of
+        # each size rather than on every run of one size, which would skew the growth ratio.
+        for _ in range(scale.rebalance_repeats):
+            for size in sizes:
+                run = run_json("benchmarks.members", "rebalance", "127.0.0.1", str(srv.port), str(size))
+                time.sleep(0.03)  # a sample after the window's end
+                t0 = run["started_monotonic_s"]
+                run["server_cpu_s"] = cpu.between(t0, t0 + run["seconds"])
+                runs[size].append(run)
     finally:
+        cpu.stop()
         srv.stop()
+    out = []
+    for size in sizes:
+        seconds = sorted(r["seconds"] for r in runs[size])
+        server_cpu = sorted(r["server_cpu_s"] for r in runs[size] if r["server_cpu_s"] is not None)
+        out.append({"members": size, "seconds": seconds[len(seconds) // 2],
+                    "server_cpu_s": server_cpu[len(server_cpu) // 2] if server_cpu else None, "runs": runs[size]})
     return out
 
 
