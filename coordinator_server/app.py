@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import socket
 import time
@@ -58,6 +59,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
     except Exception as e:
         await runtime.close()
         raise StartupError(f"cannot open the topic store in {config.data_dir}: {e}") from e
+    _settle_heap()
     writer = GroupCommitWriter(config.fsync)
     retention: asyncio.Task[None] | None = None
     metrics_endpoint: MetricsEndpoint | None = None
@@ -102,6 +104,19 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
     if metrics_endpoint is not None:
         await metrics_endpoint.close()
     log.info("stopped")
+
+
+def _settle_heap() -> None:
+    """What start-up loaded (groups, members, offsets, topic indexes) lives as long as the process: take it
+    out of the cyclic collector's view (gc.freeze), so full collections scan only what came later, and
+    collect the youngest generation less often. Measured by the rebalance benchmark: the server's CPU in a
+    5,000-member rebalance fell by 17% (full collections over a big heap grew faster than linearly); see
+    docs/decisions.md. Objects frozen here are still freed by reference counting when dropped; only cyclic
+    garbage made during the load would stay, and the load makes next to none (the young generations are
+    collected first, cheaply; a full collection here would cost seconds at a million members)."""
+    gc.collect(1)
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 10)
 
 
 async def _start_listeners(server: CoordinatorServer, config: Config, security: SecuritySettings,
