@@ -65,6 +65,7 @@ class Connection:
     ) -> None:
         self._reader = reader
         self._writer = writer
+        self._transport = writer.transport
         self._handlers = handlers
         self._max_request_bytes = max_request_bytes
         peer = writer.get_extra_info("peername")
@@ -119,7 +120,10 @@ class Connection:
                 if response is not None:  # None: a request answered with no response (acks=0)
                     self._writer.write(response)
                     metrics.BYTES_OUT.value += len(response)
-                    await self._writer.drain()
+                    if self._transport.get_write_buffer_size():
+                        # Backpressure only when the kernel did not take it all; usually it did (a coroutine
+                        # saved per request), and a lost connection still shows at the next read.
+                        await self._writer.drain()
                 self._busy = False
                 if self._close_after_write:
                     break
