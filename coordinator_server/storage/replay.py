@@ -68,6 +68,7 @@ _OFFSET_KEY = 0  # (kind, group, (topic, partition))
 _GROUP_KEY = 1  # (kind, group, None)
 _UNKNOWN_KEY = None  # a record type this server does not read
 
+_KEY_HEAD = struct.Struct(">hh")  # key version, first string's length
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -82,7 +83,7 @@ def decode_key(key: bytes) -> tuple[int, str, tuple[str, int] | None] | None:
     """(_OFFSET_KEY, group, (topic, partition)) or (_GROUP_KEY, group, None) for a key, None for a record
     type this server does not read; raises RecordDecodeError as `codec.decode_record` does."""
     try:
-        version, glen = struct.unpack_from(">hh", key)
+        version, glen = _KEY_HEAD.unpack_from(key)
         if version in (0, 1):
             p = 4 + glen
             group = key[4:p].decode()
@@ -98,6 +99,7 @@ def decode_key(key: bytes) -> tuple[int, str, tuple[str, int] | None] | None:
 
 
 def _slow_key(key: bytes) -> tuple[int, str, tuple[str, int] | None] | None:
+    """kafka-python's reading of a key the fast path did not take (or its RecordDecodeError)."""
     rec = codec.decode_record(key, None)
     if rec is None:
         return _UNKNOWN_KEY
