@@ -43,6 +43,7 @@ partition count the directory was created with) and one `__consumer_offsets-<p>/
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import errno as errno_mod
 import fcntl
@@ -328,15 +329,15 @@ class CoordinatorLog:
                      syncing: asyncio.Task[None] | None) -> asyncio.Task[None] | None:
         """Write the round; under policy `always`, return the task that fsyncs it (after `syncing`, the
         round before, is fsynced and completed) and then completes it; otherwise complete it now."""
-        plans: dict[int, SyncPlan] = {}
+        synced: concurrent.futures.Future[dict[int, StorageError | None]] | None = None
         try:
-            errors, written, plans = await loop.run_in_executor(self._executor, self._write_round, round_)
+            errors, written, synced = await loop.run_in_executor(self._executor, self._write_round, round_)
         except Exception as e:  # a bug, not an I/O error: fail the round rather than hang its callers
             log.exception("coordinator_log_write_round_failed")
             errors = [StorageError(f"internal error in the log writer: {e!r}")] * len(round_)
             written = {}
         if self._fsync.mode == "always":
-            return loop.create_task(self._sync_and_complete(loop, round_, errors, written, plans, syncing))
+            return loop.create_task(self._sync_and_complete(round_, errors, written, synced, syncing))
         self._complete(round_, errors)
         if self._fsync.mode == "interval" and written:
             self._dirty |= set(written)
@@ -344,19 +345,18 @@ class CoordinatorLog:
                 self._flush_deadline = loop.time() + self._fsync.interval_ms / 1000
         return None
 
-    async def _sync_and_complete(self, loop: asyncio.AbstractEventLoop, round_: list[_Append],
-                                 errors: list[StorageError | None], written: dict[int, list[int]],
-                                 plans: dict[int, SyncPlan], previous: asyncio.Task[None] | None) -> None:
+    async def _sync_and_complete(self, round_: list[_Append], errors: list[StorageError | None],
+                                 written: dict[int, list[int]],
+                                 synced: concurrent.futures.Future[dict[int, StorageError | None]] | None,
+                                 previous: asyncio.Task[None] | None) -> None:
         try:
             if previous is not None:
-                # Its fsyncs first: a partition whose fsync failed there must fail here too (its pages
-                # may be gone, and a later fsync can report success), and rounds complete in order.
-                await previous
-            synced = await loop.run_in_executor(self._sync_runner, self._sync_plans, plans)
+                await previous  # rounds complete in order
+            results = {} if synced is None else await asyncio.wrap_future(synced)
         except Exception as e:  # a bug, not an I/O error: fail the round rather than hang its callers
             log.exception("coordinator_log_sync_round_failed")
-            synced = {p: StorageError(f"internal error in the log writer: {e!r}") for p in written}
-        for p, err in synced.items():
+            results = {p: StorageError(f"internal error in the log writer: {e!r}") for p in written}
+        for p, err in results.items():
             if err is not None:
                 for i in written[p]:
                     errors[i] = err
@@ -369,10 +369,14 @@ class CoordinatorLog:
             except Exception:  # a bug in a caller's callback: the other appends still complete
                 log.exception("coordinator_log_append_callback_failed", partition=a.partition)
 
-    def _write_round(self, round_: list[_Append]) -> tuple[list[StorageError | None], dict[int, list[int]],
-                                                            dict[int, SyncPlan]]:
-        """In the I/O thread: one batch per append; under policy `always`, what the fsyncs of the written
-        partitions must cover (run elsewhere, while the next round is written)."""
+    def _write_round(self, round_: list[_Append]) -> tuple[
+            list[StorageError | None], dict[int, list[int]],
+            concurrent.futures.Future[dict[int, StorageError | None]] | None]:
+        """In the I/O thread: one batch per append; under policy `always`, the fsyncs of the written
+        partitions are handed to the sync thread at once (they run while the next round is written).
+        That thread runs rounds one after the other, so a round's fsyncs start only once the previous
+        round's are done: a partition whose fsync failed there fails here too (its pages may be gone,
+        and a later fsync can report success)."""
         errors: list[StorageError | None] = [None] * len(round_)
         written: dict[int, list[int]] = {}
         for i, a in enumerate(round_):
@@ -388,8 +392,10 @@ class CoordinatorLog:
             else:
                 metrics.LOG_APPEND_LATENCY.observe(time.perf_counter() - started)
                 written.setdefault(a.partition, []).append(i)
-        plans = {p: self._logs[p].take_sync_plan() for p in sorted(written)} if self._fsync.mode == "always" else {}
-        return errors, written, plans
+        if self._fsync.mode != "always":
+            return errors, written, None
+        plans = {p: self._logs[p].take_sync_plan() for p in sorted(written)}
+        return errors, written, self._sync_runner.submit(self._sync_plans, plans)
 
     def _sync_plans(self, plans: dict[int, SyncPlan]) -> dict[int, StorageError | None]:
         """In the sync thread: run the round's fsyncs, at once when there are several; waits for all."""
