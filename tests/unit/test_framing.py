@@ -165,3 +165,35 @@ def test_api_versions_v3_keeps_header_v0() -> None:
 def test_unsupported_version_answer_is_v0_layout_with_our_ranges() -> None:
     body = h("0023" "00000017") + RANGES_V0
     assert unsupported_api_versions_response(42) == h("%08x" % (4 + len(body)) + "0000002a") + body
+
+
+def _kafka_python_header(payload: bytes, flexible: bool) -> tuple[int, str | None, int]:
+    import io
+
+    from kafka.protocol.api_header import RequestHeader
+    buf = io.BytesIO(payload)
+    header = RequestHeader.decode(buf, flexible=flexible)
+    return header.correlation_id, header.client_id, buf.tell()
+
+
+def test_header_fast_path_agrees_with_kafka_python_for_every_api_and_version() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from kafka.protocol.api_header import RequestHeader
+
+    cases = [(key, v) for key, spec in API_TABLE.items() for v in range(spec.min_version, spec.max_version + 1)]
+
+    @settings(max_examples=400)
+    @given(st.sampled_from(cases), st.integers(-(2**31), 2**31 - 1),
+           st.one_of(st.none(), st.text(max_size=30)), st.binary(max_size=8))
+    def check(case: tuple[int, int], correlation_id: int, client_id: str | None, body: bytes) -> None:
+        key, version = case
+        flexible = API_TABLE[key].request_header_flexible(version)
+        header = RequestHeader(request_api_key=key, request_api_version=version, correlation_id=correlation_id,
+                               client_id=client_id)
+        payload = bytes(header.encode(flexible=flexible)) + body
+        parsed = parse_request_header(payload)
+        assert (parsed.api_key, parsed.api_version) == (key, version)
+        assert (parsed.correlation_id, parsed.client_id, parsed.body_offset) == _kafka_python_header(payload, flexible)
+
+    check()
