@@ -254,26 +254,75 @@ def recovery(scale: Scale, work: Path, repeats: int = 3) -> dict[str, Any]:
 
 # -- end to end -------------------------------------------------------------------------------------
 
+E2E_READY_TIMEOUT_S = 120.0  # the consumers' own deadlines (benchmarks/e2e.py) are 30 s + 30 s
+E2E_RESULT_TIMEOUT_S = 420.0  # producing, then e2e.py's 300 s drain deadline
+
+
+class _Lines:
+    """A consumer's stdout, read on a thread so that every wait for a line has a timeout."""
+
+    def __init__(self, name: str, proc: subprocess.Popen[str]) -> None:
+        import queue
+        self.name, self.proc = name, proc
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def next(self, what: str, timeout_s: float) -> str:
+        import queue
+        try:
+            line = self.lines.get(timeout=timeout_s)
+        except queue.Empty:
+            raise RuntimeError(f"e2e: {self.name} (pid {self.proc.pid}) gave no {what} within {timeout_s:.0f} s "
+                               "(stuck; rerun with E2E_CLIENT_DEBUG=1 for kafka-python's log on stderr)") from None
+        if line is None:
+            raise RuntimeError(f"e2e: {self.name} (pid {self.proc.pid}) exited ({self.proc.wait(10)}) before its "
+                               f"{what}")
+        if line.startswith("{") and '"error"' in line:
+            raise RuntimeError(f"e2e: {self.name} (pid {self.proc.pid}) failed waiting for its {what}: {line}")
+        return line
+
+
 def end_to_end(scale: Scale, work: Path) -> dict[str, Any]:
+    import json
     srv = Server(_tmpdir(work, "e2e"), {"initial_rebalance_delay_ms": 0, "topic": "e2e:3"}).start()
+    consumers: list[_Lines] = []
     try:
-        consumers = [subprocess.Popen([PY, "-m", "benchmarks.e2e", "consume", f"127.0.0.1:{srv.port}"],
-                                      stdout=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(3)]
+        for i in range(3):
+            consumers.append(_Lines(f"consumer {i}", subprocess.Popen(
+                [PY, "-m", "benchmarks.e2e", "consume", f"127.0.0.1:{srv.port}"],
+                stdout=subprocess.PIPE, text=True, cwd=ROOT)))
+        deadline = time.monotonic() + E2E_READY_TIMEOUT_S
+        for c in consumers:  # "ready": in the group with an assignment, stable for 1.5 s
+            line = c.next("ready", max(0.0, deadline - time.monotonic()))
+            if line != "ready":
+                raise RuntimeError(f"e2e: {c.name} (pid {c.proc.pid}) said {line!r} instead of ready")
+        produced = run_json("benchmarks.e2e", "produce", f"127.0.0.1:{srv.port}", str(scale.e2e_records),
+                            timeout_s=300)
+        deadline = time.monotonic() + E2E_RESULT_TIMEOUT_S
+        results = [json.loads(c.next("result", max(0.0, deadline - time.monotonic()))) for c in consumers]
         for c in consumers:
-            assert c.stdout is not None
-            c.stdout.readline()  # "ready": in the group with an assignment
-        produced = run_json("benchmarks.e2e", "produce", f"127.0.0.1:{srv.port}", str(scale.e2e_records))
-        results = []
-        import json
-        for c in consumers:
-            assert c.stdout is not None
-            results.append(json.loads(c.stdout.readline()))
-            c.wait(60)
+            if c.proc.wait(60) != 0:
+                raise RuntimeError(f"e2e: {c.name} (pid {c.proc.pid}) exited with {c.proc.returncode}")
         consumed = sum(r["count"] for r in results)
+        # Never a figure from a partial run: every record produced was consumed, once (the group was stable
+        # before producing, so there is no rebalance to redeliver anything).
+        if consumed != scale.e2e_records:
+            raise RuntimeError(f"e2e: consumed {consumed} records of {scale.e2e_records} "
+                               f"(per consumer {[r['count'] for r in results]})")
         last = max(r["last_at"] for r in results if r["count"])
         seconds = last - produced["started_at"]
         return {"records": scale.e2e_records, "consumed": consumed, "seconds": seconds,
                 "records_per_s": consumed / seconds, "producer_s": produced["seconds"],
                 "per_consumer": [r["count"] for r in results]}
     finally:
+        for c in consumers:
+            if c.proc.poll() is None:
+                c.proc.kill()
+                c.proc.wait(10)
         srv.stop()
