@@ -72,8 +72,8 @@ def before_after(res: dict[str, Any], before_path: Path = BEFORE_FIXES) -> str:
     for s in fa.get("heartbeat", []):
         b = hb_b.get(s["members"])
         if b:
-            rows.append((f"heartbeat, {s['members']:,} members, × floor", b["vs_floor"], s["vs_floor"], "{:.2f}x"))
-            rows.append((f"heartbeat, {s['members']:,} members, × peer", b["vs_peer"], s["vs_peer"], "{:.2f}x"))
+            rows.append((f"heartbeat, {s['members']:,} members, vs floor", b["vs_floor"], s["vs_floor"], "{:.2f}x"))
+            rows.append((f"heartbeat, {s['members']:,} members, vs peer", b["vs_peer"], s["vs_peer"], "{:.2f}x"))
     for key, label, fmt in (("rebalance_growth", "rebalance growth t(5000)/t(500)", "{:.1f}"),
                             ("group_commit_gain", "group commit: 128 vs 1 committer", "{:.1f}x"),
                             ("recovery_after_rps", "recovery after compaction, records/s", "{:,.0f}")):
@@ -91,7 +91,7 @@ def before_after(res: dict[str, Any], before_path: Path = BEFORE_FIXES) -> str:
              "below come from). Each figure is the ratio its own run measured, so the machine's load on the "
              "day cancels out as far as it can.", "", "| Figure | Before | After | After ÷ before |", "|---|---|---|---|"]
     for label, b, a, fmt in rows:
-        lines.append(f"| {label} | {fmt.format(b)} | {fmt.format(a)} | {a / b:.1f}× |")
+        lines.append(f"| {label} | {fmt.format(b)} | {fmt.format(a)} | {a / b:.1f}x |")
     return "\n".join(lines)
 
 
