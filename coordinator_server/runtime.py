@@ -404,7 +404,7 @@ class _Writes:
     """The appends of one drain and of what their completions emitted: `future` resolves (or fails with
     the first bug met) once `outstanding` is back to zero."""
 
-    __slots__ = ("future", "outstanding", "error")
+    __slots__ = ("error", "future", "outstanding")
 
     def __init__(self, future: asyncio.Future[None]) -> None:
         self.future = future

@@ -75,9 +75,9 @@ def parse_request_header(payload: bytes | memoryview) -> ParsedHeader:
     api_key, api_version = _API_KEY_AND_VERSION.unpack_from(payload, 0)
     spec = API_TABLE.get(api_key)
     flexible = spec.request_header_flexible(api_version) if spec is not None else False
-    fast = _parse_plain_header(payload, api_key, api_version, flexible, spec)
-    if fast is not None:
-        return fast
+    plain = read_plain_header(payload, flexible)
+    if plain is not None:
+        return ParsedHeader(api_key, api_version, plain[0], plain[1], plain[2], spec)
     buf = io.BytesIO(bytes(payload))
     try:
         header = RequestHeader.decode(buf, flexible=flexible)
@@ -96,10 +96,10 @@ def parse_request_header(payload: bytes | memoryview) -> ParsedHeader:
 _HEADER_FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 
 
-def _parse_plain_header(payload: bytes | memoryview, api_key: int, api_version: int, flexible: bool,
-                        spec: ApiSpec | None) -> ParsedHeader | None:
-    """The header as clients send it (a client id, no tagged fields) read with `struct`: kafka-python's
-    generic decode cost several microseconds of every request. None: let kafka-python read it."""
+def read_plain_header(payload: bytes | memoryview, flexible: bool) -> tuple[int, str | None, int] | None:
+    """(correlation id, client id, where the body starts) of a header as clients send it (a client id, no
+    tagged fields), read with `struct`: kafka-python's generic decode cost several microseconds of every
+    request. None for any other shape: let kafka-python read it."""
     if len(payload) < _HEADER_FIXED.size:
         return None
     _, _, correlation_id, n = _HEADER_FIXED.unpack_from(payload, 0)
@@ -118,7 +118,7 @@ def _parse_plain_header(payload: bytes | memoryview, api_key: int, api_version: 
         if pos >= len(payload) or payload[pos] != 0:  # tagged fields present (or truncated)
             return None
         pos += 1
-    return ParsedHeader(api_key, api_version, correlation_id, client_id, pos, spec)
+    return correlation_id, client_id, pos
 
 
 def decode_request_body(header: ParsedHeader, payload: bytes | memoryview) -> ApiMessage:

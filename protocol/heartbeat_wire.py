@@ -20,11 +20,13 @@ from typing import NamedTuple
 
 from coordinator_server.group.api import HeartbeatInput
 
+from .framing import read_plain_header
+
 HEARTBEAT_API_KEY = 12
 MAX_VERSION = 4  # keep equal to API_TABLE's Heartbeat range (a test checks)
 FIRST_FLEXIBLE_VERSION = 4
 
-_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_API_KEY_AND_VERSION = struct.Struct(">hh")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _RESPONSE_V0 = struct.Struct(">iih")  # size, correlation id, error code
@@ -51,24 +53,15 @@ def parse_heartbeat(payload: bytes) -> HeartbeatRequest | None:
 
 
 def _parse(payload: bytes) -> HeartbeatRequest | None:
-    api_key, version, correlation_id, client_id_len = _HEADER.unpack_from(payload, 0)
+    api_key, version = _API_KEY_AND_VERSION.unpack_from(payload, 0)
     if api_key != HEARTBEAT_API_KEY or not 0 <= version <= MAX_VERSION:
         return None
-    pos = _HEADER.size
-    if client_id_len == -1:
-        client_id = None
-    elif client_id_len >= 0:
-        end = pos + client_id_len
-        if end > len(payload):
-            return None
-        client_id = payload[pos:end].decode()
-        pos = end
-    else:
+    header = read_plain_header(payload, flexible=version >= FIRST_FLEXIBLE_VERSION)
+    if header is None:
         return None
+    correlation_id, client_id, pos = header
     if version >= FIRST_FLEXIBLE_VERSION:
-        if payload[pos] != 0:  # header tagged fields
-            return None
-        group_id, pos = _compact_string(payload, pos + 1)
+        group_id, pos = _compact_string(payload, pos)
         (generation_id,) = _INT32.unpack_from(payload, pos)
         member_id, pos = _compact_string(payload, pos + 4)
         if payload[pos] == 0:

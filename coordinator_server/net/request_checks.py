@@ -17,7 +17,7 @@ _MISSING = object()
 _LENGTH_PREFIXED = frozenset({"string", "bytes", "records"})
 
 
-def _in_versions(spec: str | None, version: int) -> bool:
+def in_versions(spec: str | None, version: int) -> bool:
     if not spec or spec == "none":
         return False
     if spec.endswith("+"):
@@ -44,12 +44,12 @@ def _plan(fields: list[dict[str, Any]], version: int) -> _Plan:
         return cached[1]
     entries = []
     for f in fields:
-        if not _in_versions(f.get("versions"), version):
+        if not in_versions(f.get("versions"), version):
             continue
         # Only length-prefixed fields can be sent as null (kafka-python also reads the all-zero uuid as
         # None, which is a value, not a null).
         length_prefixed = f["type"] in _LENGTH_PREFIXED or f["type"].startswith("[]") or "fields" in f
-        refused = length_prefixed and not _in_versions(f.get("nullableVersions"), version)
+        refused = length_prefixed and not in_versions(f.get("nullableVersions"), version)
         nested = _plan(f["fields"], version) if "fields" in f else None
         if refused or nested:
             entries.append((_attr(f["name"]), f["name"], refused, f["type"].startswith("[]"), nested or None))

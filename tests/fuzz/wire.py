@@ -15,6 +15,7 @@ from typing import Any
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from coordinator_server.net.request_checks import in_versions
 from protocol.apis import API_TABLE, ApiSpec
 
 INT_RANGES = {"int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1), "int32": (-(2**31), 2**31 - 1),
@@ -23,15 +24,6 @@ INT_FORMATS = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "uint1
 # Fields whose big values would park a request for long (a parked request holds its connection).
 SMALL_FIELDS = {"MaxWaitMs": (0, 50), "TimeoutMs": (0, 50), "NumPartitions": (-1, 4), "Count": (1, 4),
                 "ReplicationFactor": (-1, 1), "SessionTimeoutMs": (0, 30_000), "RebalanceTimeoutMs": (-1, 200)}
-
-
-def in_versions(spec: str | None, version: int) -> bool:
-    if not spec or spec == "none":
-        return False
-    if spec.endswith("+"):
-        return version >= int(spec[:-1])
-    lo, _, hi = spec.partition("-")
-    return int(lo) <= version <= int(hi or lo)
 
 
 def uvarint(n: int) -> bytes:

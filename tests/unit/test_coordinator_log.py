@@ -270,9 +270,12 @@ async def test_corrupt_partition_refuses_to_open_and_releases_the_lock(tmp_path:
         CoordinatorLog.open(tmp_path, 2, ALWAYS)
 
 
-async def test_corruption_in_a_trusted_segment_fails_replay_naming_file_and_position(tmp_path: Path) -> None:
+@pytest.mark.parametrize("replay", ["replay", "replay_latest"])
+async def test_corruption_in_a_trusted_segment_fails_replay_naming_file_and_position(tmp_path: Path,
+                                                                                      replay: str) -> None:
     # After a clean shutdown open trusts the segment and does not read it; replay CRC-checks each batch
-    # it reads from a trusted segment, so damage there still refuses the start, at replay.
+    # it reads from a trusted segment, so damage there still refuses the start, at replay (both the full
+    # replay and start-up's last-record-per-key one).
     log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
     for i in range(3):
         await log.append(0, [commit("g", i)], 1)
@@ -284,7 +287,7 @@ async def test_corruption_in_a_trusted_segment_fails_replay_naming_file_and_posi
     segment.write_bytes(bytes(data))
     log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
     with pytest.raises(CorruptLogError, match="CRC32C mismatch") as info:
-        list(log.replay(0))
+        list(getattr(log, replay)(0))
     assert (info.value.path, info.value.position) == (segment, second)
     await log.close()
 

@@ -12,11 +12,11 @@ warnings.filterwarnings("ignore")  # kafka-python 3.0.12's importlib.resources d
 
 import kafka  # noqa: E402
 from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
-from kafka.errors import KafkaError  # noqa: E402
 from kafka.consumer.subscription_state import ConsumerRebalanceListener  # noqa: E402
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor  # noqa: E402
 from kafka.coordinator.assignors.range import RangePartitionAssignor  # noqa: E402
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor  # noqa: E402
+from kafka.errors import KafkaError  # noqa: E402
 
 from tests.interop.drivers.common import Ownership, Stop, emit, parse_args  # noqa: E402
 
