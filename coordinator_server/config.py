@@ -99,6 +99,15 @@ class Config:
     acl_file: str | None = None  # ACLs are enforced iff this is set
     super_users: str | None = None  # super.users, "User:admin;User:ops"
     allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
+    # The cluster (docs/cluster.md). Without --zookeeper-connect the node is a cluster of one, as before.
+    zookeeper_connect: str | None = None  # zookeeper.connect: HOST:PORT[,HOST:PORT...][/chroot]
+    zookeeper_session_timeout_ms: int = 18_000  # zookeeper.session.timeout.ms
+    offsets_replication_factor: int = 3  # offsets.topic.replication.factor
+    default_replication_factor: int = 1  # default.replication.factor
+    min_insync_replicas: int = 1  # min.insync.replicas
+    replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
+    unclean_leader_election_enable: bool = False  # unclean.leader.election.enable
+    controlled_shutdown_enable: bool = True  # controlled.shutdown.enable
 
     @property
     def advertised(self) -> str:
@@ -232,6 +241,20 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--super-users", "super_users", str, "super.users: semicolon-separated principals, e.g. User:admin;User:ops"),
     ("--allow-everyone-if-no-acl-found", "allow_everyone_if_no_acl_found", _bool,
      "allow.everyone.if.no.acl.found: resources without any ACL are open to all"),
+    ("--zookeeper-connect", "zookeeper_connect", str,
+     "zookeeper.connect: HOST:PORT[,HOST:PORT...][/chroot]; joins this node to a cluster (docs/cluster.md)"),
+    ("--zookeeper-session-timeout-ms", "zookeeper_session_timeout_ms", _positive, "zookeeper.session.timeout.ms"),
+    ("--offsets-replication-factor", "offsets_replication_factor", _positive,
+     "offsets.topic.replication.factor: __consumer_offsets is created once this many brokers are alive"),
+    ("--default-replication-factor", "default_replication_factor", _positive, "default.replication.factor"),
+    ("--min-insync-replicas", "min_insync_replicas", _positive,
+     "min.insync.replicas: an acknowledged write is on at least this many in-sync replicas"),
+    ("--replica-lag-time-max-ms", "replica_lag_time_max_ms", _positive,
+     "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR"),
+    ("--unclean-leader-election-enable", "unclean_leader_election_enable", _bool,
+     "unclean.leader.election.enable: elect an out-of-sync replica when no in-sync one is alive"),
+    ("--controlled-shutdown-enable", "controlled_shutdown_enable", _bool,
+     "controlled.shutdown.enable: on SIGTERM, move partition leadership away before stopping"),
 ]
 
 
@@ -413,6 +436,8 @@ def resolve_config(argv: Sequence[str] | None = None, environ: dict[str, str] | 
         parser.error("--log-format must be console or json")
     if config.min_session_timeout_ms > config.max_session_timeout_ms:
         parser.error("--min-session-timeout-ms must not exceed --max-session-timeout-ms")
+    if config.zookeeper_connect is not None and config.min_insync_replicas > config.offsets_replication_factor:
+        parser.error("--min-insync-replicas must not exceed --offsets-replication-factor")
     security_error = _security_error(config)
     if security_error:
         parser.error(security_error)

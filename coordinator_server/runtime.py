@@ -15,10 +15,11 @@ import contextvars
 import functools
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import structlog
 
+from coordinator_server import cluster_metrics
 from coordinator_server.config import Config
 from coordinator_server.group.api import (
     DeletedGroup,
@@ -49,6 +50,25 @@ from protocol.errors import Errors
 log = structlog.get_logger("coordinator_server.runtime")
 
 T = TypeVar("T")
+
+
+class ReplicationGate(Protocol):
+    """What the runtime needs of replication (coordinator_server.replication) in a cluster: whether this
+    node may append to a partition now, and a callback once what it appended is committed (below the
+    high watermark: acks=all, as Kafka's group coordinator writes `__consumer_offsets`)."""
+
+    def append_error(self, partition: int) -> Errors | None:
+        """NOT_LEADER_OR_FOLLOWER or NOT_ENOUGH_REPLICAS when an append must be refused before writing."""
+        ...
+
+    def leader_epoch(self, partition: int) -> int:
+        """The leader epoch to stamp into the batches this leader writes to `partition`."""
+        ...
+
+    def await_committed(self, partition: int, on_done: Callable[[Errors], None]) -> None:
+        """Call `on_done(NONE)` once the high watermark covers everything appended to `partition` so far,
+        or with NOT_ENOUGH_REPLICAS_AFTER_APPEND / REQUEST_TIMED_OUT / NOT_LEADER_OR_FOLLOWER."""
+        ...
 
 
 class KeyedLocks:
@@ -120,12 +140,16 @@ class CoordinatorRuntime:
         self._writes: set[asyncio.Future[None]] = set()
         self._after_writes_scheduled = False
         self._closed = False
+        # Set in a cluster (app.py): appends then complete once replicated, not once locally durable.
+        self.replication: ReplicationGate | None = None
+        self._loads: dict[int, asyncio.Task[None]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, config: Config) -> CoordinatorRuntime:
-        """Open the log (recovering it), replay every partition, and start the timer."""
+    async def open(cls, config: Config, load_all: bool = True) -> CoordinatorRuntime:
+        """Open the log (recovering it), replay every partition, and start the timer. In a cluster
+        (`load_all=False`) no partition is loaded here: each is loaded when this node becomes its leader."""
         loop = asyncio.get_running_loop()
         log_ = CoordinatorLog.open(
             config.data_dir, config.offsets_partitions, config.fsync, segment_ms=config.log_roll_ms,
@@ -143,10 +167,11 @@ class CoordinatorRuntime:
                 events=GroupMetrics(),
             )
             runtime = cls(log_, coordinator, loop)
-            for partition in range(log_.partitions):
-                coordinator.begin_loading(partition)
-            for partition in range(log_.partitions):
-                coordinator.load_partition(partition, log_.replay_latest(partition), _monotonic_ms(loop))
+            if load_all:
+                for partition in range(log_.partitions):
+                    coordinator.begin_loading(partition)
+                for partition in range(log_.partitions):
+                    coordinator.load_partition(partition, log_.replay_latest(partition), _monotonic_ms(loop))
             await runtime._after_core_call()
         except BaseException:
             await log_.close()
@@ -170,6 +195,48 @@ class CoordinatorRuntime:
 
     def partition_for(self, group_id: str) -> int:
         return self.coordinator.partition_for(group_id)
+
+    # -- leadership (seed 004): load and unload one partition ----------------------------------------
+
+    def load_partition(self, partition: int, leader_epoch: int) -> bool:
+        """This node became leader of `partition` at `leader_epoch`: its groups answer
+        COORDINATOR_LOAD_IN_PROGRESS while the partition's log is read (off the loop, in a thread), then
+        come back as the log says. Ignored (False) unless the epoch is newer than the one held."""
+        if self._closed or not self.coordinator.begin_loading(partition, leader_epoch):
+            return False
+        self._loads[partition] = self.loop.create_task(self._load(partition, leader_epoch),
+                                                       name=f"load-{partition}")
+        return True
+
+    async def _load(self, partition: int, leader_epoch: int) -> None:
+        started = time.monotonic()
+        try:
+            # The whole partition is read in the thread (decoding included); only building groups from
+            # the latest records runs on the loop, where the core lives.
+            records = await self.loop.run_in_executor(None, lambda: list(self.log.replay_latest(partition)))
+            groups = self.coordinator.load_partition(partition, records, self._now_ms(), leader_epoch)
+            if groups >= 0:
+                log.info("coordinator_partition_loaded", partition=partition, leader_epoch=leader_epoch,
+                         groups=groups, seconds=round(time.monotonic() - started, 3))
+                cluster_metrics.PARTITION_LOADS.observe(time.monotonic() - started)
+            await self._after_core_call()
+        except Exception:
+            log.exception("coordinator_partition_load_failed", partition=partition, leader_epoch=leader_epoch)
+            self.coordinator.unload_partition(partition, None, self._now_ms(), reason="load failed")
+        finally:
+            if self._loads.get(partition) is asyncio.current_task():
+                del self._loads[partition]
+
+    def unload_partition(self, partition: int, leader_epoch: int | None, reason: str) -> int:
+        """This node stopped leading `partition` (a newer `leader_epoch` elsewhere, or None when it lost
+        its ZooKeeper session): its groups are dropped and their parked requests answered NOT_COORDINATOR."""
+        if self._closed:
+            return -1
+        unloaded = self.coordinator.unload_partition(partition, leader_epoch, self._now_ms(), reason)
+        if unloaded >= 0:
+            cluster_metrics.PARTITION_UNLOADS.inc()
+        self.rearm_timer()
+        return unloaded
 
     # -- requests ------------------------------------------------------------------------------------
 
@@ -329,7 +396,13 @@ class CoordinatorRuntime:
         context = contextvars.copy_context()
         writes.outstanding += len(appends)
         refused: list[tuple[PendingAppend, Errors]] = []
+        replication = self.replication
         for append in appends:
+            if replication is not None:
+                refusal = replication.append_error(append.partition)
+                if refusal is not None:
+                    refused.append((append, refusal))
+                    continue
             try:
                 queued = self.log.submit(append.partition, append.records, wall_ms,
                                          functools.partial(context.run, self._written, append, writes))
@@ -354,8 +427,24 @@ class CoordinatorRuntime:
         writes.resolve_if_done()
 
     def _written(self, append: PendingAppend, writes: _Writes, error: StorageError | None) -> None:
-        """The log's callback for one append: its batch is durable per policy, or failed."""
+        """The log's callback for one append: its batch is durable per policy, or failed. In a cluster a
+        written batch is acknowledged only once committed (the high watermark covers it)."""
+        if error is None and self.replication is not None:
+            context = contextvars.copy_context()
+            self.replication.await_committed(
+                append.partition, functools.partial(context.run, self._replicated, append, writes))
+            return
         self._complete(append, writes, Errors.NONE if error is None else self._storage_error(append, error))
+        self._after_completion(writes)
+
+    def _replicated(self, append: PendingAppend, writes: _Writes, error: Errors) -> None:
+        if error != Errors.NONE:
+            log.warning("coordinator_append_not_replicated", group_id=append.group_id, partition=append.partition,
+                        error=error.name)
+        self._complete(append, writes, error)
+        self._after_completion(writes)
+
+    def _after_completion(self, writes: _Writes) -> None:
         writes.resolve_if_done()
         if not self._after_writes_scheduled:
             self._after_writes_scheduled = True

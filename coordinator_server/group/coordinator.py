@@ -88,6 +88,8 @@ class GroupCoordinator(RebalanceMechanics):
         self.active = True
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
+        # The leader epoch each held (owned or loading) partition was taken at (seed 004; 0 on one node).
+        self.partition_epochs: dict[int, int] = {}
         self._appends: list[PendingAppend] = []
         self.offsets = OffsetManager(self, config.offset_metadata_max_bytes, config.offsets_retention_ms)
         self.admin = GroupAdmin(self)
@@ -137,11 +139,35 @@ class GroupCoordinator(RebalanceMechanics):
 
     # -- loading and unloading (seed 004) ------------------------------------------------------------
 
-    def begin_loading(self, partition: int) -> None:
+    def begin_loading(self, partition: int, leader_epoch: int = 0) -> bool:
+        """Mark `partition` as loading for `leader_epoch`: its groups answer COORDINATOR_LOAD_IN_PROGRESS
+        until `load_partition`. As Kafka's coordinator runtime, only a newer epoch than the one held (or
+        being loaded) starts a load; an older or equal one is ignored and False returned."""
+        held = self.partition_epochs.get(partition)
+        if held is not None and leader_epoch <= held:
+            return False
+        if partition in self.owned_partitions:
+            # Leader again at a newer epoch without having been told it lost the partition: what it holds
+            # may be stale (another leader may have written in between), so it is unloaded and re-read.
+            self.unload_partition(partition, None, self.now_ms)
+        self.partition_epochs[partition] = leader_epoch
         self.loading_partitions.add(partition)
+        return True
 
-    def load_partition(self, partition: int, records: Iterable[CoordinatorRecord], now_ms: int) -> int:
-        """Replay a partition's log; groups with members come back Stable with fresh session deadlines."""
+    def partition_epoch(self, partition: int) -> int | None:
+        """The leader epoch of `partition` as this coordinator holds (or is loading) it; None if not held."""
+        return self.partition_epochs.get(partition)
+
+    def load_partition(self, partition: int, records: Iterable[CoordinatorRecord], now_ms: int,
+                       leader_epoch: int | None = None) -> int:
+        """Replay a partition's log; groups with members come back Stable with fresh session deadlines.
+        With `leader_epoch`, a load that is no longer current (the partition was unloaded, or a newer
+        epoch's load began meanwhile) is dropped and -1 returned."""
+        if leader_epoch is not None and (partition not in self.loading_partitions
+                                         or self.partition_epochs.get(partition) != leader_epoch):
+            log.info("partition_load_superseded", partition=partition, leader_epoch=leader_epoch,
+                     current_epoch=self.partition_epochs.get(partition))
+            return -1
         self._tick(now_ms)
         if not self._cleanup.scheduled:
             # The first load is when the core first knows the time: start the periodic cleanup.
@@ -162,6 +188,29 @@ class GroupCoordinator(RebalanceMechanics):
         log.info("partition_loaded", partition=partition, groups=loaded)
         return loaded
 
+    def unload_partition(self, partition: int, leader_epoch: int | None, now_ms: int,
+                         reason: str = "coordinator moved") -> int:
+        """Stop coordinating the groups of `partition` (seed 004: this node no longer leads it). Parked
+        JoinGroup/SyncGroup requests of its groups are answered NOT_COORDINATOR, and every later request for
+        them gets NOT_COORDINATOR from the gate. As Kafka's runtime, only an epoch newer than the one held
+        unloads (None: unconditionally, for a lost ZooKeeper session). Returns the groups unloaded, or -1
+        when the call was ignored as stale."""
+        held = self.partition_epochs.get(partition)
+        if leader_epoch is not None and held is not None and leader_epoch <= held:
+            return -1
+        self._tick(now_ms)
+        self.partition_epochs.pop(partition, None)
+        self.loading_partitions.discard(partition)
+        self.owned_partitions.discard(partition)
+        unloaded = 0
+        for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
+            self._unload_group(group, reason)
+            del self.groups[group.group_id]
+            unloaded += 1
+        log.info("partition_unloaded", partition=partition, leader_epoch=leader_epoch, groups=unloaded,
+                 reason=reason)
+        return unloaded
+
     def shutdown(self, now_ms: int) -> None:
         """Unload every group: parked requests get NOT_COORDINATOR so clients rediscover the coordinator."""
         self._tick(now_ms)
@@ -171,11 +220,11 @@ class GroupCoordinator(RebalanceMechanics):
             self._unload_group(group)
         self.groups.clear()
 
-    def _unload_group(self, group: GroupMetadata) -> None:
+    def _unload_group(self, group: GroupMetadata, reason: str = "coordinator shutdown") -> None:
         previous = group.state
         group.transition_to(DEAD, self.wall_ms)
         log.info("group_unloaded", group_id=group.group_id, generation=group.generation_id,
-                 previous_state=str(previous), reason="coordinator shutdown")
+                 previous_state=str(previous), reason=reason)
         self.events.on_rebalance_abandoned(group.group_id)
         if previous is PREPARING_REBALANCE:
             for member in list(group.members.values()):
