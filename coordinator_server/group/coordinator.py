@@ -146,7 +146,7 @@ class GroupCoordinator(RebalanceMechanics):
         held = self.partition_epochs.get(partition)
         if held is not None and leader_epoch <= held:
             return False
-        if partition in self.owned_partitions:
+        if held is not None and partition in self.owned_partitions:
             # Leader again at a newer epoch without having been told it lost the partition: what it holds
             # may be stale (another leader may have written in between), so it is unloaded and re-read.
             self.unload_partition(partition, None, self.now_ms)

@@ -165,3 +165,66 @@ def test_core_inputs_are_plain_values() -> None:
     assert issubclass(HeartbeatInput, tuple)
     with pytest.raises(AttributeError):
         HeartbeatInput("g", 1, "m", None, 4).generation_id = 2  # type: ignore[misc]
+
+
+# -- leadership moves (seed 004; issue 12): epochs decide loads and unloads, as Kafka's coordinator runtime
+
+
+def test_unload_partition_answers_parked_joins_not_coordinator_and_later_requests_too() -> None:
+    h = Harness()
+    p = h.coordinator.partition_for("g")
+    h.coordinator.begin_loading(p, 3)
+    h.coordinator.load_partition(p, [], h.now, leader_epoch=3)
+    a, _b = h.form_group(2)
+    parked = h.join(member_id=a.member_id)
+    assert h.coordinator.unload_partition(p, 4, h.now) == 1
+    assert join_result(parked).error is Errors.NOT_COORDINATOR
+    assert h.coordinator.group("g") is None
+    assert h.heartbeat("g", a.member_id, 1) is Errors.NOT_COORDINATOR
+    assert join_result(h.join()).error is Errors.NOT_COORDINATOR
+
+
+def test_unload_of_another_partition_leaves_a_group_alone() -> None:
+    h = Harness()
+    [a] = h.form_group(1)
+    other = (h.coordinator.partition_for("g") + 1) % h.partitions
+    h.coordinator.unload_partition(other, None, h.now)
+    assert h.heartbeat("g", a.member_id, 1) is Errors.NONE
+
+
+def test_unload_and_load_for_an_epoch_not_newer_than_the_held_one_are_ignored() -> None:
+    h = Harness()
+    p = h.coordinator.partition_for("g")
+    assert h.coordinator.begin_loading(p, 5)
+    h.coordinator.load_partition(p, [], h.now, leader_epoch=5)
+    [a] = h.form_group(1)
+    assert h.coordinator.unload_partition(p, 5, h.now) == -1  # the epoch it leads at: not a move away
+    assert h.coordinator.unload_partition(p, 4, h.now) == -1
+    assert not h.coordinator.begin_loading(p, 5)
+    assert h.heartbeat("g", a.member_id, 1) is Errors.NONE
+
+
+def test_a_load_overtaken_by_an_unload_is_dropped() -> None:
+    h = Harness()
+    p = h.coordinator.partition_for("g")
+    h.coordinator.unload_partition(p, None, h.now)
+    h.coordinator.begin_loading(p, 2)
+    h.coordinator.unload_partition(p, 3, h.now)  # leadership moved on while the log was being read
+    value = OffsetCommitValue(42, -1, "", 1_700_000_000_000, -1)
+    assert h.coordinator.load_partition(p, [OffsetCommitRecord("g", "t", 0, value)], h.now, leader_epoch=2) == -1
+    assert h.coordinator.group("g") is None
+    assert join_result(h.join()).error is Errors.NOT_COORDINATOR
+
+
+def test_leading_again_at_a_newer_epoch_rereads_the_partition() -> None:
+    h = Harness()
+    p = h.coordinator.partition_for("g")
+    h.coordinator.begin_loading(p, 1)
+    h.coordinator.load_partition(p, [], h.now, leader_epoch=1)
+    h.form_group(1)
+    durable = list(h.durable)
+    assert h.coordinator.begin_loading(p, 3)  # another leader may have written at epoch 2
+    assert h.coordinator.group("g") is None
+    assert join_result(h.join()).error is Errors.COORDINATOR_LOAD_IN_PROGRESS
+    h.coordinator.load_partition(p, durable, h.now, leader_epoch=3)
+    assert h.group().state is STABLE
