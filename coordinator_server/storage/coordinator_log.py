@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import structlog
 
@@ -76,6 +77,8 @@ from coordinator_server.storage.log import (
 from coordinator_server.storage.replay import LatestRecords
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 LOCK_FILE = ".lock"
 META_FILE = "meta.properties"
@@ -518,6 +521,15 @@ class CoordinatorLog:
         if task is not None:
             with contextlib.suppress(compaction.CleanerAborted):
                 await task
+
+    def partition_log(self, partition: int) -> PartitionLog:
+        """One partition's local replica, for replication (reads on the loop; writes only via `run_io`)."""
+        return self._log(partition)
+
+    async def run_io(self, fn: Callable[[], T]) -> T:
+        """Run `fn` in the writer's I/O thread, between rounds: how a follower truncates and appends what it
+        fetched without racing the writer or a compaction swap on the same files."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
     def _log(self, partition: int) -> PartitionLog:
         if not 0 <= partition < self._partitions:

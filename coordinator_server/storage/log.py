@@ -242,6 +242,23 @@ class PartitionLog:
             bases.append(base)
         return bases
 
+    def append_as_follower(self, batches: Sequence[bytes | bytearray]) -> list[tuple[int, int]]:
+        """Write batches fetched from the partition's leader exactly as they are: their offsets and
+        leader epochs are the leader's (Kafka's Log.appendAsFollower). Each must start at `next_offset`.
+        Returns (leader epoch, base offset) per batch, for the follower's leader-epoch cache."""
+        if self.failed is not None:
+            raise OSError(self.failed.errno, f"log {self.directory.name} failed earlier and could not be "
+                          f"repaired: {self.failed}")
+        out = []
+        for raw in batches:
+            info = BatchInfo.parse(raw)
+            if info.base_offset != self._next_offset:
+                raise ValueError(f"{self.directory.name}: a fetched batch starts at {info.base_offset}, "
+                                 f"the log ends at {self._next_offset}")
+            self._write_batch(raw)
+            out.append((LEADER_EPOCH.unpack_from(raw, LEADER_EPOCH_POS)[0], info.base_offset))
+        return out
+
     def _write_batch(self, batch: bytes | bytearray) -> None:
         info = BatchInfo.parse(batch)
         active = self._segments[-1]

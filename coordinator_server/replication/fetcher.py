@@ -1,0 +1,222 @@
+"""A follower's fetcher: the partitions this node follows from one leader broker (Kafka's
+ReplicaFetcherThread, one per source broker), fetched with the Kafka Fetch API as replica `node_id`.
+
+Theory of operation. A partition joins the fetcher at a leader epoch and first needs truncation: the
+fetcher asks the leader for the end offset of the follower's latest epoch (OffsetForLeaderEpoch, KIP-101
+and KIP-279) and truncates its own log to where the two logs agree, so replicas never diverge. Then it
+fetches from its log end offset, appends what the leader sends exactly as sent (offsets and leader epochs
+are the leader's) and takes the leader's high watermark, capped at its own log end. A fetch names the
+leader epoch the follower follows (current_leader_epoch): a leader at another epoch answers
+FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH and the partition waits for the controller's word (a new
+partition state) instead of fetching from the wrong leader. Transport failures back off and reconnect.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+
+from coordinator_server.replication.broker_client import BrokerClient, BrokerUnreachable
+from coordinator_server.replication.follower import truncation_offset
+from coordinator_server.storage.batch import LOG_OVERHEAD
+from protocol.errors import Errors
+
+log = structlog.get_logger("coordinator_server.replication")
+
+FETCH_VERSION = 12  # replica_id, current_leader_epoch (v9+), last_fetched_epoch (v12); served by every node
+EPOCH_VERSION = 3  # OffsetForLeaderEpoch with replica_id (v3+)
+FETCH_MAX_WAIT_MS = 500  # replica.fetch.wait.max.ms
+FETCH_MIN_BYTES = 1  # replica.fetch.min.bytes
+FETCH_MAX_BYTES = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
+PARTITION_MAX_BYTES = 1024 * 1024  # replica.fetch.max.bytes
+BACKOFF_S = 0.5  # replica.fetch.backoff.ms (Kafka: 1000)
+
+
+class FollowerLog(Protocol):
+    """The follower's local replicas, as the fetcher needs them (the replica manager provides it)."""
+
+    def log_end_offset(self, partition: int) -> int: ...
+    def high_watermark(self, partition: int) -> int: ...
+    def latest_epoch(self, partition: int) -> int: ...
+    def end_offset_for_epoch(self, partition: int, epoch: int) -> tuple[int, int]: ...
+    async def truncate_to(self, partition: int, offset: int) -> None: ...
+    async def append(self, partition: int, batches: list[bytes]) -> None: ...
+    def update_high_watermark(self, partition: int, high_watermark: int) -> None: ...
+
+
+@dataclass(slots=True)
+class _Fetching:
+    partition: int
+    leader_epoch: int
+    truncated: bool = False  # the truncation protocol has run for this leader epoch
+    fenced: bool = False  # the leader is at another epoch: wait for a new partition state
+
+
+class ReplicaFetcher:
+    def __init__(self, node_id: int, leader_id: int, host: str, port: int, topic: str, log_: FollowerLog,
+                 on_fenced: Callable[[int], None] | None = None) -> None:
+        self.node_id = node_id
+        self.leader_id = leader_id
+        self.topic = topic
+        self._log = log_
+        self._client = BrokerClient(host, port, client_id=f"replica-fetcher-{node_id}-from-{leader_id}")
+        self._partitions: dict[int, _Fetching] = {}
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._on_fenced = on_fenced
+        self._busy: set[int] = set()  # partitions inside a fetch or truncation round now
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._client.host, self._client.port
+
+    @property
+    def partitions(self) -> set[int]:
+        return set(self._partitions)
+
+    def add_partition(self, partition: int, leader_epoch: int) -> None:
+        self._partitions[partition] = _Fetching(partition, leader_epoch)
+        self._wakeup.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"replica-fetcher-{self.leader_id}")
+
+    async def remove_partition(self, partition: int) -> None:
+        """Stop fetching `partition`; returns once no round in flight will still write it."""
+        self._partitions.pop(partition, None)
+        while partition in self._busy:
+            await asyncio.sleep(0.005)
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._busy.clear()
+        await self._client.close()
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            active = [f for f in self._partitions.values() if not f.fenced]
+            if not active:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            try:
+                to_truncate = [f for f in active if not f.truncated]
+                if to_truncate:
+                    await self._truncate(to_truncate)
+                else:
+                    await self._fetch([f for f in active if f.truncated])
+            except BrokerUnreachable as e:
+                log.info("replica_fetch_failed", leader=self.leader_id, error=str(e))
+                await asyncio.sleep(BACKOFF_S)
+            except Exception:
+                log.exception("replica_fetcher_error", leader=self.leader_id)
+                await asyncio.sleep(BACKOFF_S)
+            finally:
+                self._busy.clear()
+
+    async def _truncate(self, fetching: list[_Fetching]) -> None:
+        """KIP-101/279: ask the leader where our latest epoch ends there, and truncate to the agreement."""
+        topics = [OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=self.topic, partitions=[
+            OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                partition=f.partition, current_leader_epoch=f.leader_epoch,
+                leader_epoch=self._log.latest_epoch(f.partition))
+            for f in fetching])]
+        request = OffsetForLeaderEpochRequest[EPOCH_VERSION](replica_id=self.node_id, topics=topics)
+        self._busy.update(f.partition for f in fetching)
+        response = await self._client.call(request, OffsetForLeaderEpochResponse)
+        for t in response.topics:
+            for p in t.partitions:
+                f = self._partitions.get(p.partition)
+                if f is None or not f.leader_epoch == next(
+                        (x.leader_epoch for x in fetching if x.partition == p.partition), None):
+                    continue  # removed or re-added at another epoch meanwhile
+                if not self._accept(f, Errors(p.error_code)):
+                    continue
+                local_end = self._log.log_end_offset(f.partition)
+                target = truncation_offset(
+                    local_end, self._log.high_watermark(f.partition),
+                    lambda epoch, part=f.partition: self._log.end_offset_for_epoch(part, epoch),
+                    self._log.latest_epoch(f.partition), p.leader_epoch, p.end_offset)
+                if target < local_end:
+                    log.info("replica_truncated", partition=f.partition, leader=self.leader_id,
+                             leader_epoch=f.leader_epoch, from_offset=local_end, to_offset=target)
+                    await self._log.truncate_to(f.partition, target)
+                f.truncated = True
+
+    async def _fetch(self, fetching: list[_Fetching]) -> None:
+        partitions = [FetchRequest.FetchTopic.FetchPartition(
+            partition=f.partition, current_leader_epoch=f.leader_epoch,
+            fetch_offset=self._log.log_end_offset(f.partition), last_fetched_epoch=self._log.latest_epoch(f.partition),
+            log_start_offset=-1, partition_max_bytes=PARTITION_MAX_BYTES) for f in fetching]
+        request = FetchRequest[FETCH_VERSION](
+            replica_id=self.node_id, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=FETCH_MIN_BYTES,
+            max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=self.topic, partitions=partitions)],
+            forgotten_topics_data=[], rack_id="")
+        epochs = {f.partition: f.leader_epoch for f in fetching}
+        self._busy.update(epochs)
+        response = await self._client.call(request, FetchResponse, timeout_s=FETCH_MAX_WAIT_MS / 1000 + 30)
+        if response.error_code:
+            log.warning("replica_fetch_refused", leader=self.leader_id, error=Errors(response.error_code).name)
+            await asyncio.sleep(BACKOFF_S)
+            return
+        for t in response.responses:
+            for p in t.partitions:
+                f = self._partitions.get(p.partition_index)
+                if f is None or f.leader_epoch != epochs.get(p.partition_index):
+                    continue  # stopped, or now followed at another epoch: what came back is stale
+                if not self._accept(f, Errors(p.error_code)):
+                    continue
+                if p.records:
+                    await self._log.append(f.partition, split_batches(p.records))
+                self._log.update_high_watermark(f.partition, p.high_watermark)
+
+    def _accept(self, f: _Fetching, error: Errors) -> bool:
+        if error == Errors.NONE:
+            return True
+        if error in (Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_LEADER_EPOCH, Errors.NOT_LEADER_OR_FOLLOWER):
+            # The leader and we disagree about who leads at which epoch: only a new partition state from
+            # ZooKeeper settles it (Kafka's fetcher likewise marks the partition failed until then).
+            log.info("replica_fetch_fenced", partition=f.partition, leader=self.leader_id,
+                     leader_epoch=f.leader_epoch, error=error.name)
+            f.fenced = True
+            if self._on_fenced is not None:
+                self._on_fenced(f.partition)
+            return False
+        if error == Errors.OFFSET_OUT_OF_RANGE:
+            # Our end is past the leader's (an unclean election) or behind its start: truncate again.
+            log.warning("replica_offset_out_of_range", partition=f.partition, leader=self.leader_id)
+            f.truncated = False
+            return False
+        log.warning("replica_fetch_partition_error", partition=f.partition, leader=self.leader_id, error=error.name)
+        return False
+
+
+def split_batches(records: bytes) -> list[bytes]:
+    """The whole v2 batches of a fetched record set (a partial last batch, cut by a size limit, is left)."""
+    out = []
+    pos = 0
+    view = memoryview(records)
+    while pos + LOG_OVERHEAD <= len(records):
+        size = LOG_OVERHEAD + int.from_bytes(view[pos + 8:pos + 12], "big", signed=True)
+        if pos + size > len(records):
+            break
+        out.append(bytes(view[pos:pos + size]))
+        pos += size
+    return out

@@ -1,0 +1,475 @@
+"""The replica manager of one broker for `__consumer_offsets` (Kafka's ReplicaManager and Partition): which
+partitions this node leads or follows, at which leader epoch, and what follows from it.
+
+Theory of operation. ZooKeeper's partition states are the controller's word (docs/cluster.md): for each
+partition, its leader, leader epoch and ISR. `on_partition_state` applies one such state:
+- leader here at a newer epoch: stop fetching it, start the epoch in the leader-epoch cache at the log end,
+  take the ISR as committed in ZooKeeper (with its znode version), and load the partition's groups;
+- another leader: unload the groups (if held), and fetch from that leader (truncating first: fetcher.py);
+- not a replica: neither.
+As leader it serves its followers' fetches (advancing their log end offsets, the ISR and the high
+watermark), answers OffsetForLeaderEpoch from its epoch cache, and completes the coordinator's appends
+once the high watermark covers them (acks=all). ISR changes are written to ZooKeeper with the version
+the leader last read: a leader that has been replaced meanwhile (a paused process) fails that write and
+cannot shrink the ISR to itself; the high watermark counts only the ISR as committed in ZooKeeper, so a
+stale leader never acknowledges anything its successor might not have. Losing the ZooKeeper session
+resigns every partition at once.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import structlog
+
+from coordinator_server import cluster_metrics
+from coordinator_server.replication.fetcher import ReplicaFetcher
+from coordinator_server.replication.leader import LeaderState
+from coordinator_server.replication.leader_epoch_cache import LeaderEpochCache
+from coordinator_server.storage.coordinator_log import CoordinatorLog
+from coordinator_server.storage.log import PartitionLog, partition_dir
+from protocol.errors import Errors
+
+log = structlog.get_logger("coordinator_server.replication")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# offsets.commit.timeout.ms: how long a coordinator write may wait for the ISR before REQUEST_TIMED_OUT.
+DEFAULT_COMMIT_TIMEOUT_MS = 5000
+EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """/brokers/topics/<topic>/partitions/<p>/state as read from ZooKeeper, with its znode version."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int
+
+
+class IsrWriter(Protocol):
+    """Writes a partition's ISR to ZooKeeper only if its state is still at `zk_version` (the cluster room)."""
+
+    async def write_isr(self, partition: int, leader: int, leader_epoch: int, isr: tuple[int, ...],
+                        controller_epoch: int, zk_version: int) -> int | None:
+        """The new znode version, or None when the state moved on (this leader may be stale)."""
+        ...
+
+
+class Coordinator(Protocol):
+    """The group coordinator's side of leadership (runtime.CoordinatorRuntime)."""
+
+    def load_partition(self, partition: int, leader_epoch: int) -> bool: ...
+    def unload_partition(self, partition: int, leader_epoch: int | None, reason: str) -> int: ...
+
+
+@dataclass(slots=True)
+class _Waiter:
+    required_offset: int
+    on_done: Callable[[Errors], None]
+    timer: asyncio.TimerHandle | None = None
+
+
+@dataclass(slots=True)
+class _Leading:
+    leader_epoch: int
+    state: LeaderState
+    controller_epoch: int
+    zk_version: int
+    waiters: list[_Waiter] = field(default_factory=list)
+    data: asyncio.Event = field(default_factory=asyncio.Event)  # set on every append: wakes parked fetches
+    isr_update: asyncio.Task[None] | None = None
+
+
+class ReplicaManager:
+    def __init__(self, node_id: int, log_: CoordinatorLog, coordinator: Coordinator, isr_writer: IsrWriter,
+                 endpoint_of: Callable[[int], tuple[str, int] | None], min_insync_replicas: int,
+                 replica_lag_time_max_ms: int, commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS) -> None:
+        self.node_id = node_id
+        self.log = log_
+        self.coordinator = coordinator
+        self.isr_writer = isr_writer
+        self.endpoint_of = endpoint_of
+        self.min_insync_replicas = min_insync_replicas
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.commit_timeout_ms = commit_timeout_ms
+        self._loop = asyncio.get_running_loop()
+        self._leading: dict[int, _Leading] = {}
+        self._following: dict[int, tuple[int, int]] = {}  # partition -> (leader id, leader epoch)
+        self._fetchers: dict[int, ReplicaFetcher] = {}  # leader id -> its fetcher
+        self._epochs: dict[int, LeaderEpochCache] = {}
+        self._high_watermarks: dict[int, int] = {}
+        self._known_epoch: dict[int, int] = {}  # the newest leader epoch applied per partition
+        self._isr_task = self._loop.create_task(self._isr_maintenance(), name="isr-maintenance")
+        self._transitions: dict[int, asyncio.Lock] = {}
+
+    # -- the controller's word ---------------------------------------------------------------------
+
+    async def on_partition_state(self, state: PartitionState) -> None:
+        """Apply one partition state read from ZooKeeper (a watch fired, or a re-read)."""
+        p = state.partition
+        lock = self._transitions.setdefault(p, asyncio.Lock())
+        async with lock:  # transitions of one partition in order; other partitions never wait
+            known = self._known_epoch.get(p, -1)
+            leading = self._leading.get(p)
+            if state.leader_epoch < known:
+                return
+            if state.leader_epoch == known:
+                # Same epoch: only the ISR (or its znode version) can have changed, e.g. our own write,
+                # or the controller dropping a dead follower. Adopt it as committed.
+                if leading is not None and state.leader == self.node_id:
+                    leading.state.commit_isr(set(state.isr), state.zk_version)
+                    leading.zk_version = state.zk_version
+                    leading.controller_epoch = state.controller_epoch
+                    self._maybe_complete(p, leading)
+                    self._refresh_gauges()
+                return
+            self._known_epoch[p] = state.leader_epoch
+            if state.leader == self.node_id:
+                await self._become_leader(state)
+            elif self.node_id in state.replicas and state.leader >= 0:
+                await self._become_follower(p, state.leader, state.leader_epoch)
+            else:
+                await self._stop_replica(p, state.leader_epoch, "no longer a replica" if state.leader >= 0
+                                         else "partition offline")
+            self._refresh_gauges()
+
+    async def resign_all(self, reason: str) -> None:
+        """The ZooKeeper session is gone: another node may be elected for anything this one leads, so stop
+        acknowledging at once, and stop fetching (the states will be re-read on a new session)."""
+        for p in list(self._leading):
+            self._resign_leader(p, None, reason)
+        for p in list(self._following):
+            await self._stop_following(p)
+        self._known_epoch.clear()
+        self._refresh_gauges()
+
+    async def close(self) -> None:
+        self._isr_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._isr_task
+        for p in list(self._leading):
+            self._resign_leader(p, None, "shutdown")
+        for fetcher in list(self._fetchers.values()):
+            await fetcher.close()
+        self._fetchers.clear()
+        self._following.clear()
+
+    # -- transitions -------------------------------------------------------------------------------
+
+    async def _become_leader(self, state: PartitionState) -> None:
+        p = state.partition
+        await self._stop_following(p)
+        plog = self._plog(p)
+        leo = plog.next_offset
+        cache = self._epoch_cache(p)
+        cache.assign(state.leader_epoch, leo)
+        await self.log.run_io(cache.flush)
+        hw = min(self._high_watermarks.get(p, 0), leo)
+        leader_state = LeaderState(self.node_id, tuple(state.replicas), set(state.isr), state.zk_version,
+                                   leader_epoch_start_offset=leo, high_watermark=hw,
+                                   now_ms=self._now_ms())
+        self._leading[p] = _Leading(state.leader_epoch, leader_state, state.controller_epoch, state.zk_version)
+        log.info("became_leader", partition=p, leader_epoch=state.leader_epoch, isr=list(state.isr),
+                 log_end_offset=leo, high_watermark=hw)
+        self.coordinator.load_partition(p, state.leader_epoch)
+
+    async def _become_follower(self, p: int, leader: int, leader_epoch: int) -> None:
+        if p in self._leading:
+            self._resign_leader(p, leader_epoch, f"broker {leader} leads at epoch {leader_epoch}")
+        else:
+            self.coordinator.unload_partition(p, leader_epoch, f"broker {leader} leads at epoch {leader_epoch}")
+        await self._stop_following(p)
+        endpoint = self.endpoint_of(leader)
+        if endpoint is None:
+            log.warning("leader_endpoint_unknown", partition=p, leader=leader)
+            return
+        fetcher = self._fetchers.get(leader)
+        if fetcher is None or fetcher.address != endpoint:
+            if fetcher is not None:
+                await fetcher.close()
+            fetcher = ReplicaFetcher(self.node_id, leader, endpoint[0], endpoint[1], OFFSETS_TOPIC, _FollowerLog(self))
+            self._fetchers[leader] = fetcher
+        self._following[p] = (leader, leader_epoch)
+        fetcher.add_partition(p, leader_epoch)
+        log.info("became_follower", partition=p, leader=leader, leader_epoch=leader_epoch,
+                 log_end_offset=self._plog(p).next_offset)
+
+    async def _stop_replica(self, p: int, leader_epoch: int, reason: str) -> None:
+        if p in self._leading:
+            self._resign_leader(p, leader_epoch, reason)
+        else:
+            self.coordinator.unload_partition(p, leader_epoch, reason)
+        await self._stop_following(p)
+
+    def _resign_leader(self, p: int, leader_epoch: int | None, reason: str) -> None:
+        leading = self._leading.pop(p, None)
+        if leading is None:
+            return
+        if leading.isr_update is not None:
+            leading.isr_update.cancel()
+        for waiter in leading.waiters:
+            if waiter.timer is not None:
+                waiter.timer.cancel()
+            waiter.on_done(Errors.NOT_LEADER_OR_FOLLOWER)
+        leading.waiters.clear()
+        leading.data.set()  # parked fetches answer now (they will find no leader)
+        self._high_watermarks[p] = leading.state.high_watermark
+        self.coordinator.unload_partition(p, leader_epoch, reason)
+        log.info("resigned_leader", partition=p, leader_epoch=leading.leader_epoch, reason=reason)
+
+    async def _stop_following(self, p: int) -> None:
+        following = self._following.pop(p, None)
+        if following is None:
+            return
+        fetcher = self._fetchers.get(following[0])
+        if fetcher is not None:
+            await fetcher.remove_partition(p)
+            if not fetcher.partitions:
+                del self._fetchers[following[0]]
+                await fetcher.close()
+
+    # -- the coordinator's appends (runtime.ReplicationGate) -----------------------------------------
+
+    def append_error(self, partition: int) -> Errors | None:
+        leading = self._leading.get(partition)
+        if leading is None:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        if len(leading.state.committed_isr) < self.min_insync_replicas:
+            return Errors.NOT_ENOUGH_REPLICAS
+        return None
+
+    def leader_epoch(self, partition: int) -> int:
+        leading = self._leading.get(partition)
+        return leading.leader_epoch if leading is not None else -1
+
+    def await_committed(self, partition: int, on_done: Callable[[Errors], None]) -> None:
+        leading = self._leading.get(partition)
+        if leading is None:
+            on_done(Errors.NOT_LEADER_OR_FOLLOWER)
+            return
+        required = self._plog(partition).next_offset
+        waiter = _Waiter(required, on_done)
+        leading.data.set()
+        leading.data = asyncio.Event()
+        # Our own log end moved: with an ISR of one that alone may advance the high watermark.
+        leading.state.maybe_increment_high_watermark(required)
+        if self._try_complete(leading, waiter):
+            return
+        waiter.timer = self._loop.call_later(self.commit_timeout_ms / 1000, self._expire, partition, waiter)
+        leading.waiters.append(waiter)
+
+    def _try_complete(self, leading: _Leading, waiter: _Waiter) -> bool:
+        done, error = leading.state.check_enough_replicas(waiter.required_offset, self.min_insync_replicas)
+        if done:
+            if waiter.timer is not None:
+                waiter.timer.cancel()
+            waiter.on_done(error)
+        return done
+
+    def _maybe_complete(self, p: int, leading: _Leading) -> None:
+        if leading.waiters:
+            leading.waiters = [w for w in leading.waiters if not self._try_complete(leading, w)]
+
+    def _expire(self, p: int, waiter: _Waiter) -> None:
+        leading = self._leading.get(p)
+        if leading is not None and waiter in leading.waiters:
+            leading.waiters.remove(waiter)
+            waiter.on_done(Errors.REQUEST_TIMED_OUT)
+
+    # -- serving followers ---------------------------------------------------------------------------
+
+    def leader_check(self, partition: int, current_leader_epoch: int) -> Errors:
+        leading = self._leading.get(partition)
+        if leading is None:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < leading.leader_epoch:
+                return Errors.FENCED_LEADER_EPOCH
+            if current_leader_epoch > leading.leader_epoch:
+                return Errors.UNKNOWN_LEADER_EPOCH
+        return Errors.NONE
+
+    def high_watermark(self, partition: int) -> int:
+        leading = self._leading.get(partition)
+        if leading is not None:
+            return leading.state.high_watermark
+        return self._high_watermarks.get(partition, 0)
+
+    async def replica_fetch(self, replica_id: int, partition: int, fetch_offset: int, current_leader_epoch: int,
+                            max_bytes: int, max_wait_ms: int) -> tuple[Errors, bytes, int, int]:
+        """A follower's fetch: (error, records, high watermark, log start offset). Parks up to max_wait_ms
+        while there is nothing new, as a DelayedFetch; the follower's position counts from `fetch_offset`."""
+        error = self.leader_check(partition, current_leader_epoch)
+        if error != Errors.NONE:
+            return error, b"", -1, -1
+        plog = self._plog(partition)
+        leading = self._leading[partition]
+        if replica_id not in leading.state.replicas:
+            return Errors.NOT_LEADER_OR_FOLLOWER, b"", -1, -1
+        if not plog.log_start_offset <= fetch_offset <= plog.next_offset:
+            return Errors.OFFSET_OUT_OF_RANGE, b"", leading.state.high_watermark, plog.log_start_offset
+        self._follower_fetched(partition, leading, replica_id, fetch_offset)
+        if fetch_offset == plog.next_offset and max_wait_ms > 0:
+            event = leading.data
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), max_wait_ms / 1000)
+            error = self.leader_check(partition, current_leader_epoch)
+            if error != Errors.NONE:
+                return error, b"", -1, -1
+            leading = self._leading[partition]
+        records = plog.read_batches(fetch_offset, max_bytes) if fetch_offset < plog.next_offset else b""
+        return Errors.NONE, records, leading.state.high_watermark, plog.log_start_offset
+
+    def _follower_fetched(self, p: int, leading: _Leading, replica_id: int, fetch_offset: int) -> None:
+        leo = self._plog(p).next_offset
+        leading.state.update_follower(replica_id, fetch_offset, leo, self._now_ms())
+        if replica_id not in leading.state.maximal_isr and leading.state.can_join_isr(replica_id):
+            self._propose_isr(p, leading, leading.state.committed_isr | {replica_id}, "expand")
+        leading.state.maybe_increment_high_watermark(leo)
+        self._maybe_complete(p, leading)
+
+    def offset_for_leader_epoch(self, partition: int, current_leader_epoch: int,
+                                epoch: int) -> tuple[Errors, int, int]:
+        """(error, epoch, end offset) as Kafka's leader answers OffsetForLeaderEpoch from its epoch cache."""
+        error = self.leader_check(partition, current_leader_epoch)
+        if error != Errors.NONE:
+            return error, -1, -1
+        found_epoch, end = self._epoch_cache(partition).end_offset_for(epoch, self._plog(partition).next_offset)
+        return Errors.NONE, found_epoch, end
+
+    # -- the ISR ------------------------------------------------------------------------------------
+
+    async def _isr_maintenance(self) -> None:
+        """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, drop followers out of sync."""
+        interval = max(self.replica_lag_time_max_ms / 2000, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            now = self._now_ms()
+            for p, leading in list(self._leading.items()):
+                leo = self._plog(p).next_offset
+                lagging = leading.state.out_of_sync_replicas(now, self.replica_lag_time_max_ms, leo)
+                if lagging and leading.isr_update is None:
+                    log.info("isr_shrink_proposed", partition=p, lagging=sorted(lagging))
+                    self._propose_isr(p, leading, leading.state.committed_isr - lagging, "shrink")
+
+    def _propose_isr(self, p: int, leading: _Leading, isr: set[int], kind: str) -> None:
+        if leading.isr_update is not None:
+            return  # one change in flight at a time, as Kafka's AlterPartition
+        leading.state.propose_isr(isr)
+        leading.isr_update = self._loop.create_task(self._write_isr(p, leading, tuple(sorted(isr)), kind))
+
+    async def _write_isr(self, p: int, leading: _Leading, isr: tuple[int, ...], kind: str) -> None:
+        try:
+            version = await self.isr_writer.write_isr(p, self.node_id, leading.leader_epoch, isr,
+                                                      leading.controller_epoch, leading.zk_version)
+        except Exception as e:
+            log.warning("isr_update_failed", partition=p, isr=list(isr), error=repr(e))
+            version = None
+        leading.isr_update = None
+        if self._leading.get(p) is not leading:
+            return
+        if version is None:
+            # The state moved on: a newer leader or the controller wrote it. The watch brings the new state;
+            # until then the committed ISR stays as it was, so nothing is acknowledged on the proposal.
+            leading.state.abort_isr_change()
+            log.warning("isr_update_rejected", partition=p, isr=list(isr), zk_version=leading.zk_version)
+            return
+        leading.state.commit_isr(set(isr), version)
+        leading.zk_version = version
+        (cluster_metrics.ISR_SHRINKS if kind == "shrink" else cluster_metrics.ISR_EXPANDS).inc()
+        log.info("isr_updated", partition=p, isr=list(isr), kind=kind, zk_version=version)
+        leading.state.maybe_increment_high_watermark(self._plog(p).next_offset)
+        self._maybe_complete(p, leading)
+        self._refresh_gauges()
+
+    # -- views for handlers and tools ---------------------------------------------------------------
+
+    def role(self, partition: int) -> str:
+        if partition in self._leading:
+            return "leader"
+        if partition in self._following:
+            return "follower"
+        return "none"
+
+    def leading_partitions(self) -> list[int]:
+        return sorted(self._leading)
+
+    def _refresh_gauges(self) -> None:
+        cluster_metrics.LEADER_PARTITIONS.set(len(self._leading))
+        cluster_metrics.UNDER_REPLICATED.set(sum(
+            1 for lead in self._leading.values() if len(lead.state.committed_isr) < len(lead.state.replicas)))
+
+    # -- local replicas -----------------------------------------------------------------------------
+
+    def _plog(self, p: int) -> PartitionLog:
+        return self.log.partition_log(p)
+
+    def _epoch_cache(self, p: int) -> LeaderEpochCache:
+        cache = self._epochs.get(p)
+        if cache is None:
+            path = partition_dir(Path(self.log.data_dir), p) / EPOCH_CHECKPOINT
+            cache = LeaderEpochCache.load(path)
+            # Whatever the checkpoint says past the log end is gone (truncated, or never written).
+            cache.truncate_from_end(self._plog(p).next_offset)
+            self._epochs[p] = cache
+        return cache
+
+    def _now_ms(self) -> int:
+        return int(time.monotonic() * 1000)
+
+
+class _FollowerLog:
+    """fetcher.FollowerLog over this node's local replicas; writes go through the log's I/O thread, so they
+    never interleave with the writer's rounds or a compaction swap."""
+
+    def __init__(self, manager: ReplicaManager) -> None:
+        self._m = manager
+
+    def log_end_offset(self, partition: int) -> int:
+        return self._m._plog(partition).next_offset
+
+    def high_watermark(self, partition: int) -> int:
+        return self._m._high_watermarks.get(partition, 0)
+
+    def latest_epoch(self, partition: int) -> int:
+        return self._m._epoch_cache(partition).latest_epoch
+
+    def end_offset_for_epoch(self, partition: int, epoch: int) -> tuple[int, int]:
+        return self._m._epoch_cache(partition).end_offset_for(epoch, self.log_end_offset(partition))
+
+    async def truncate_to(self, partition: int, offset: int) -> None:
+        cache = self._m._epoch_cache(partition)
+
+        def run() -> None:
+            self._m._plog(partition).truncate_to(offset)
+            cache.truncate_from_end(offset)
+            cache.flush()
+        await self._m.log.run_io(run)
+        self._m._high_watermarks[partition] = min(self._m._high_watermarks.get(partition, 0), offset)
+
+    async def append(self, partition: int, batches: list[bytes]) -> None:
+        cache = self._m._epoch_cache(partition)
+
+        def run() -> None:
+            plog = self._m._plog(partition)
+            appended = plog.append_as_follower(batches)
+            plog.sync()  # a follower's copy counts toward acks=all: it must be on disk before it is fetched past
+            changed = False
+            for epoch, base in appended:
+                changed = cache.assign(epoch, base) or changed
+            if changed:
+                cache.flush()
+        await self._m.log.run_io(run)
+
+    def update_high_watermark(self, partition: int, high_watermark: int) -> None:
+        self._m._high_watermarks[partition] = min(high_watermark, self.log_end_offset(partition))
