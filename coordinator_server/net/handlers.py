@@ -28,8 +28,10 @@ from coordinator_server.group.api import (
 )
 from coordinator_server.net import sasl_gate
 from coordinator_server.net.admin_handlers import AdminHandlers, AdminRuntime
+from coordinator_server.net.cluster_metadata import ClusterMetadata
 from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.offset_handlers import OffsetHandlers, OffsetRuntime
+from coordinator_server.net.replica_handlers import OFFSETS_TOPIC, ReplicaHandlers, replica_id_of
 from coordinator_server.security.authorizer import ALLOW_ALL, Access
 from coordinator_server.topics.registry import Topic, is_valid_topic_name
 from coordinator_server.topics.store import TopicStore
@@ -55,6 +57,7 @@ class GroupRuntime(OffsetRuntime, AdminRuntime, Protocol):
     async def sync_group(self, inp: SyncGroupInput) -> SyncGroupResult: ...
     def heartbeat(self, inp: HeartbeatInput) -> Errors: ...
     async def leave_group(self, inp: LeaveGroupInput) -> LeaveGroupResult: ...
+    def partition_for(self, group_id: str) -> int: ...
 
 
 @dataclass(slots=True)
@@ -91,6 +94,8 @@ class RequestHandlers:
         cluster_id: str,
         data: DataHandlers,
         auto_create_topics: bool = True,
+        cluster: ClusterMetadata | None = None,
+        replicas: ReplicaHandlers | None = None,
     ) -> None:
         self.runtime = runtime
         self.topics = topics
@@ -98,6 +103,9 @@ class RequestHandlers:
         self.auto_create_topics = auto_create_topics
         self.endpoint = endpoint
         self.cluster_id = cluster_id
+        # In a cluster: who leads what (ZooKeeper's view) and the broker-to-broker requests; None on one node.
+        self.cluster = cluster
+        self.replicas = replicas
         # Kafka's API layer answers commits to unknown topics or partitions itself.
         offsets = OffsetHandlers(runtime, lambda topic, index: topics.partition(topic, index) is not None)
         admin = AdminHandlers(runtime)
@@ -110,9 +118,9 @@ class RequestHandlers:
             ApiKey.Heartbeat: self.handle_heartbeat,
             ApiKey.LeaveGroup: self.handle_leave_group,
             ApiKey.Produce: _versioned(data.handle_produce),
-            ApiKey.Fetch: _versioned(data.handle_fetch),
+            ApiKey.Fetch: self.handle_fetch,
             ApiKey.ListOffsets: _versioned(data.handle_list_offsets),
-            ApiKey.OffsetForLeaderEpoch: _versioned(data.handle_offset_for_leader_epoch),
+            ApiKey.OffsetForLeaderEpoch: self.handle_offset_for_leader_epoch,
             ApiKey.InitProducerId: _versioned(data.handle_init_producer_id),
             ApiKey.CreateTopics: _versioned(data.handle_create_topics),
             ApiKey.DeleteTopics: _versioned(data.handle_delete_topics),
@@ -148,6 +156,18 @@ class RequestHandlers:
         # Reached only when authenticated, or on a listener without SASL: KafkaApis answers ILLEGAL_SASL_STATE.
         return sasl_gate.after_authentication(ctx.header.api_key, ctx.version)
 
+    # ----------------------------------------------------- Fetch and OffsetForLeaderEpoch (data or replica)
+
+    async def handle_fetch(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage | None:
+        if self.replicas is not None and replica_id_of(req, ctx.version) >= 0:
+            return await self.replicas.handle_fetch(req, ctx.version, ctx.access)
+        return await self.data.handle_fetch(req, ctx.version, ctx.access)
+
+    async def handle_offset_for_leader_epoch(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage | None:
+        if self.replicas is not None and ctx.version >= 3 and req.replica_id >= 0:
+            return await self.replicas.handle_offset_for_leader_epoch(req, ctx.version, ctx.access)
+        return await self.data.handle_offset_for_leader_epoch(req, ctx.version, ctx.access)
+
     # ---------------------------------------------------------------------------------- Metadata
 
     async def handle_metadata(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
@@ -162,11 +182,18 @@ class RequestHandlers:
             auto_create = self.auto_create_topics and (bool(req.allow_auto_topic_creation) if version >= 4 else True)
             topics = self._requested_topics(req.topics, version, auto_create, access)
         ep = ctx.endpoint or self.endpoint
+        if self.cluster is not None:
+            brokers = [_Broker(node_id=b.node_id, host=b.host, port=b.port, rack=None)
+                       for b in self.cluster.brokers()]
+            controller_id = self.cluster.controller_id()
+        else:
+            brokers = [_Broker(node_id=ep.node_id, host=ep.host, port=ep.port, rack=None)]
+            controller_id = ep.node_id  # the only broker is also the controller
         return MetadataResponse[version](
             throttle_time_ms=0,
-            brokers=[_Broker(node_id=ep.node_id, host=ep.host, port=ep.port, rack=None)],
+            brokers=brokers,
             cluster_id=self.cluster_id,
-            controller_id=ep.node_id,  # the only broker is also the controller
+            controller_id=controller_id,
             topics=topics,
             authorized_operations=None,  # INT32_MIN: not requested / not computed
         )
@@ -213,6 +240,8 @@ class RequestHandlers:
 
     def _topic_metadata(self, topic: Topic, version: int) -> object:
         node = self.endpoint.node_id
+        if self.cluster is not None and topic.name == OFFSETS_TOPIC:
+            return self._offsets_topic_metadata(topic)
         return _Topic(
             error_code=0,
             name=topic.name,
@@ -233,6 +262,35 @@ class RequestHandlers:
             authorized_operations=None,
         )
 
+    def _offsets_topic_metadata(self, topic: Topic) -> object:
+        """`__consumer_offsets` as the cluster has it: each partition's leader, epoch, replicas and ISR."""
+        assert self.cluster is not None
+        live = {b.node_id for b in self.cluster.brokers()}
+        partitions = []
+        for i in range(topic.partitions):
+            lead = self.cluster.offsets_partition(i)
+            if lead is None:
+                return _topic_error(topic.name, Errors.LEADER_NOT_AVAILABLE, topic.topic_id, internal=True)
+            partitions.append(_Partition(
+                error_code=int(Errors.NONE if lead.leader >= 0 else Errors.LEADER_NOT_AVAILABLE),
+                partition_index=i, leader_id=lead.leader, leader_epoch=lead.leader_epoch,
+                replica_nodes=list(lead.replicas), isr_nodes=list(lead.isr),
+                offline_replicas=[r for r in lead.replicas if r not in live]))
+        return _Topic(error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=True,
+                      partitions=partitions, authorized_operations=None)
+
+    def _coordinator_of(self, group_id: str) -> tuple[Errors, BrokerEndpoint | None]:
+        """In a cluster, the group's coordinator is the leader of its `__consumer_offsets` partition."""
+        assert self.cluster is not None
+        lead = self.cluster.offsets_partition(self.runtime.partition_for(group_id))
+        if lead is None or lead.leader < 0:
+            # KIP-115: not created until enough brokers are alive; or the partition has no leader now.
+            return Errors.COORDINATOR_NOT_AVAILABLE, None
+        broker = self.cluster.broker(lead.leader)
+        if broker is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE, None
+        return Errors.NONE, BrokerEndpoint(broker.node_id, broker.host, broker.port)
+
     # --------------------------------------------------------------------------- FindCoordinator
 
     async def handle_find_coordinator(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
@@ -241,11 +299,15 @@ class RequestHandlers:
         error = _coordinator_error(key_type, version)
         ep = ctx.endpoint or self.endpoint
 
-        def keyed_error(key: str) -> Errors:
+        def locate(key: str) -> tuple[Errors, BrokerEndpoint | None]:
             # Kafka checks DESCRIBE on the group before answering where its coordinator is.
             if error == Errors.NONE and not ctx.access.group("DESCRIBE", key):
-                return Errors.GROUP_AUTHORIZATION_FAILED
-            return error
+                return Errors.GROUP_AUTHORIZATION_FAILED, None
+            if error != Errors.NONE:
+                return error, None
+            if self.cluster is not None and key_type == CoordinatorType.GROUP:
+                return self._coordinator_of(key)
+            return Errors.NONE, ep
 
         if version >= 4:
             return FindCoordinatorResponse[version](
@@ -253,19 +315,19 @@ class RequestHandlers:
                 coordinators=[
                     FindCoordinatorResponse.Coordinator(
                         key=key,
-                        node_id=ep.node_id if err == Errors.NONE else -1,
-                        host=ep.host if err == Errors.NONE else "",
-                        port=ep.port if err == Errors.NONE else -1,
+                        node_id=where.node_id if where is not None else -1,
+                        host=where.host if where is not None else "",
+                        port=where.port if where is not None else -1,
                         error_code=int(err),
                         error_message=None if err == Errors.NONE else err.message,
                     )
                     for key in req.coordinator_keys
-                    for err in (keyed_error(key),)
+                    for err, where in (locate(key),)
                 ],
             )
-        error = keyed_error(req.key)
-        if error == Errors.NONE:
-            node_id, host, port, message = ep.node_id, ep.host, ep.port, None
+        error, where = locate(req.key)
+        if where is not None:
+            node_id, host, port, message = where.node_id, where.host, where.port, None
         else:
             node_id, host, port, message = -1, "", -1, error.message
         return FindCoordinatorResponse[version](
@@ -329,12 +391,12 @@ def _coordinator_error(key_type: int, version: int) -> Errors:
     return Errors.INVALID_REQUEST
 
 
-def _topic_error(name: str | None, error: int, topic_id: uuid.UUID | None = None) -> object:
+def _topic_error(name: str | None, error: int, topic_id: uuid.UUID | None = None, internal: bool = False) -> object:
     return _Topic(
         error_code=int(error),
         name=name,
         topic_id=topic_id,
-        is_internal=False,
+        is_internal=internal,
         partitions=[],
         authorized_operations=None,
     )

@@ -305,10 +305,11 @@ class ReplicaManager:
             return leading.state.high_watermark
         return self._high_watermarks.get(partition, 0)
 
-    async def replica_fetch(self, replica_id: int, partition: int, fetch_offset: int, current_leader_epoch: int,
-                            max_bytes: int, max_wait_ms: int) -> tuple[Errors, bytes, int, int]:
-        """A follower's fetch: (error, records, high watermark, log start offset). Parks up to max_wait_ms
-        while there is nothing new, as a DelayedFetch; the follower's position counts from `fetch_offset`."""
+    def replica_read(self, replica_id: int, partition: int, fetch_offset: int, current_leader_epoch: int,
+                     max_bytes: int) -> tuple[Errors, bytes, int, int]:
+        """One partition of a follower's fetch: (error, records, high watermark, log start offset). The
+        follower's log end offset is `fetch_offset` (Kafka's updateFollowerFetchState): it may join the ISR
+        and move the high watermark, completing the coordinator's waiting appends."""
         error = self.leader_check(partition, current_leader_epoch)
         if error != Errors.NONE:
             return error, b"", -1, -1
@@ -319,16 +320,21 @@ class ReplicaManager:
         if not plog.log_start_offset <= fetch_offset <= plog.next_offset:
             return Errors.OFFSET_OUT_OF_RANGE, b"", leading.state.high_watermark, plog.log_start_offset
         self._follower_fetched(partition, leading, replica_id, fetch_offset)
-        if fetch_offset == plog.next_offset and max_wait_ms > 0:
-            event = leading.data
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), max_wait_ms / 1000)
-            error = self.leader_check(partition, current_leader_epoch)
-            if error != Errors.NONE:
-                return error, b"", -1, -1
-            leading = self._leading[partition]
         records = plog.read_batches(fetch_offset, max_bytes) if fetch_offset < plog.next_offset else b""
         return Errors.NONE, records, leading.state.high_watermark, plog.log_start_offset
+
+    async def wait_for_append(self, partitions: list[int], max_wait_ms: int) -> None:
+        """A follower's fetch found nothing new: park it (a DelayedFetch) until one of `partitions` gets an
+        append or stops being led here, or max_wait_ms passes."""
+        events = [self._leading[p].data for p in partitions if p in self._leading]
+        if not events or max_wait_ms <= 0:
+            return
+        waits = [asyncio.ensure_future(e.wait()) for e in events]
+        try:
+            await asyncio.wait(waits, timeout=max_wait_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
 
     def _follower_fetched(self, p: int, leading: _Leading, replica_id: int, fetch_offset: int) -> None:
         leo = self._plog(p).next_offset

@@ -1,0 +1,99 @@
+"""Requests brokers send each other about `__consumer_offsets`: a follower's Fetch (replica id = its broker
+id) and its OffsetForLeaderEpoch, answered by the replica manager (coordinator_server.replication).
+
+Kafka authorizes both with CLUSTER_ACTION on the cluster (brokers' own principal); a consumer's fetch of
+the same topic (replica id -1) goes to the data handlers instead.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer import FetchResponse, OffsetForLeaderEpochResponse
+
+from coordinator_server.security.authorizer import Access
+from protocol.errors import Errors
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+_FTopic = FetchResponse.FetchableTopicResponse
+_FPart = _FTopic.PartitionData
+_ETopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+_EPart = _ETopic.EpochEndOffset
+
+
+class Replicas(Protocol):
+    def replica_read(self, replica_id: int, partition: int, fetch_offset: int, current_leader_epoch: int,
+                     max_bytes: int) -> tuple[Errors, bytes, int, int]: ...
+    async def wait_for_append(self, partitions: list[int], max_wait_ms: int) -> None: ...
+    def offset_for_leader_epoch(self, partition: int, current_leader_epoch: int,
+                                epoch: int) -> tuple[Errors, int, int]: ...
+
+
+def replica_id_of(req: ApiMessage, version: int) -> int:
+    """The fetching broker's id, -1 for a consumer (v15+ moved it into ReplicaState)."""
+    if version >= 15:
+        state = getattr(req, "replica_state", None)
+        return state.replica_id if state is not None else -1
+    return getattr(req, "replica_id", -1)
+
+
+class ReplicaHandlers:
+    def __init__(self, replicas: Replicas) -> None:
+        self.replicas = replicas
+
+    async def handle_fetch(self, req: ApiMessage, version: int, access: Access) -> ApiMessage:
+        replica_id = replica_id_of(req, version)
+        allowed = access.cluster("CLUSTER_ACTION")
+        wanted = [(t.topic, p) for t in req.topics for p in t.partitions]
+        response, total = self._read(replica_id, wanted, req.max_bytes, version, allowed)
+        if allowed and total == 0 and req.max_wait_ms > 0:
+            offsets = [p.partition for topic, p in wanted if topic == OFFSETS_TOPIC]
+            await self.replicas.wait_for_append(offsets, req.max_wait_ms)
+            response, total = self._read(replica_id, wanted, req.max_bytes, version, allowed)
+        return response
+
+    def _read(self, replica_id: int, wanted: list[tuple[str, ApiMessage]], max_bytes: int, version: int,
+              allowed: bool) -> tuple[ApiMessage, int]:
+        remaining = max(0, max_bytes)
+        total = 0
+        by_topic: dict[str, list[object]] = {}
+        for topic, p in wanted:
+            records = b""
+            hw = lso = -1
+            if not allowed:
+                error = Errors.CLUSTER_AUTHORIZATION_FAILED
+            elif topic != OFFSETS_TOPIC:
+                error = Errors.UNKNOWN_TOPIC_OR_PARTITION  # only __consumer_offsets is replicated so far
+            else:
+                error, records, hw, lso = self.replicas.replica_read(
+                    replica_id, p.partition, p.fetch_offset, p.current_leader_epoch if version >= 9 else -1,
+                    min(p.partition_max_bytes, remaining) if total else p.partition_max_bytes)
+                remaining -= len(records)
+                total += len(records)
+            by_topic.setdefault(topic, []).append(_FPart(
+                partition_index=p.partition, error_code=int(error), high_watermark=hw, last_stable_offset=hw,
+                log_start_offset=lso, aborted_transactions=None if version >= 4 else [],
+                preferred_read_replica=-1, records=records))
+        response = FetchResponse[version](
+            throttle_time_ms=0, error_code=0, session_id=0,
+            responses=[_FTopic(topic=name, partitions=parts) for name, parts in by_topic.items()])
+        return response, total
+
+    async def handle_offset_for_leader_epoch(self, req: ApiMessage, version: int, access: Access) -> ApiMessage:
+        allowed = access.cluster("CLUSTER_ACTION")
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                if not allowed:
+                    error, epoch, end = Errors.CLUSTER_AUTHORIZATION_FAILED, -1, -1
+                elif t.topic != OFFSETS_TOPIC:
+                    error, epoch, end = Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+                else:
+                    error, epoch, end = self.replicas.offset_for_leader_epoch(
+                        p.partition, p.current_leader_epoch, p.leader_epoch)
+                parts.append(_EPart(error_code=int(error), partition=p.partition, leader_epoch=epoch,
+                                    end_offset=end))
+            topics.append(_ETopic(topic=t.topic, partitions=parts))
+        return OffsetForLeaderEpochResponse[version](throttle_time_ms=0, topics=topics)
