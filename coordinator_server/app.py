@@ -17,6 +17,7 @@ from coordinator_server.metrics import CoordinatorCollector, MetricsEndpoint
 from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
 from coordinator_server.net.listener import ListenerContext
+from coordinator_server.net.replica_handlers import ReplicaHandlers
 from coordinator_server.net.server import ConnectionLimits, CoordinatorServer
 from coordinator_server.security.listeners import ListenerSpec
 from coordinator_server.security.setup import SecuritySettings, build_security
@@ -24,6 +25,7 @@ from coordinator_server.topics.store import StoreConfig, TopicStore
 from coordinator_server.topics.writer import GroupCommitWriter
 
 if TYPE_CHECKING:
+    from coordinator_server.cluster_node import ClusterNode
     from coordinator_server.runtime import CoordinatorRuntime
 
 log = structlog.get_logger("coordinator_server")
@@ -48,8 +50,10 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         security = build_security(config)  # before the data directory is locked: a bad file changes nothing
     except ValueError as e:
         raise StartupError(str(e)) from e
+    clustered = config.zookeeper_connect is not None
     try:
-        runtime = await CoordinatorRuntime.open(config)
+        # In a cluster no partition is loaded at start: each is, once this node becomes its leader.
+        runtime = await CoordinatorRuntime.open(config, load_all=not clustered)
     except Exception as e:
         raise StartupError(f"cannot open the coordinator log in {config.data_dir}: {e}") from e
 
@@ -63,6 +67,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
     writer = GroupCommitWriter(config.fsync)
     retention: asyncio.Task[None] | None = None
     metrics_endpoint: MetricsEndpoint | None = None
+    node: ClusterNode | None = None
 
     try:
         first = security.listeners[0]
@@ -75,6 +80,8 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
                                    ConnectionLimits(config.max_connections, config.max_connections_per_ip))
         bound = await _start_listeners(server, config, security, endpoint)
         host, port = bound[0][1], bound[0][2]
+        if clustered:
+            node = await _join_cluster(config, runtime, handlers, endpoint)
 
         loop = asyncio.get_running_loop()
         retention = loop.create_task(_retention_loop(store, config.retention_check_interval_ms), name="retention")
@@ -89,14 +96,23 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
         log.info("shutting_down", connections=server.connection_count)
+        if node is not None and config.controlled_shutdown_enable:
+            # Leadership moves away while this node still answers: clients follow it to the new leaders.
+            await node.controlled_shutdown()
         server.stop_accepting()
         await server.drain(DRAIN_GRACE_S)
     except BaseException:
         if metrics_endpoint is not None:
             await metrics_endpoint.close()
+        if node is not None:
+            await node.close()
         await _close_store(store, writer, retention)
         await runtime.close()
         raise
+    if node is not None:
+        # Resigns what it still leads (waiting appends fail NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR) and
+        # ends the ZooKeeper session, which is how the controller learns this broker is gone.
+        await node.close()
     # Answers parked requests with NOT_COORDINATOR, then flushes and fsyncs the log.
     await runtime.close()
     await server.close(CLOSE_TIMEOUT_S)
@@ -104,6 +120,22 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
     if metrics_endpoint is not None:
         await metrics_endpoint.close()
     log.info("stopped")
+
+
+async def _join_cluster(config: Config, runtime: CoordinatorRuntime, handlers: RequestHandlers,
+                        endpoint: BrokerEndpoint) -> ClusterNode:
+    from coordinator_server.cluster_node import ClusterNode
+
+    node = ClusterNode(config, runtime, endpoint.host, endpoint.port)
+    handlers.cluster = node
+    handlers.replicas = ReplicaHandlers(node.replicas)
+    handlers.controlled_shutdown = node.controller.controlled_shutdown
+    try:
+        await node.start()
+    except Exception as e:
+        await node.close()
+        raise StartupError(f"cannot join the cluster at {config.zookeeper_connect}: {e}") from e
+    return node
 
 
 def _settle_heap() -> None:

@@ -68,6 +68,8 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from protocol.broker_messages import ControlledShutdownRequest, ControlledShutdownResponse
+
 
 @dataclass(frozen=True, slots=True)
 class ApiSpec:
@@ -136,6 +138,8 @@ API_TABLE: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.CreatePartitions, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
     # SASL (coordinator_server.security): served before authentication on SASL listeners, and answered
     # ILLEGAL_SASL_STATE elsewhere, as Kafka does. Handshake v0 is followed by raw tokens.
+    # Brokers to the controller (cluster mode; a single node answers NOT_CONTROLLER).
+    ApiSpec(ApiKey.ControlledShutdown, ControlledShutdownRequest, ControlledShutdownResponse, 1, 3),
     ApiSpec(ApiKey.SaslHandshake, SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
     ApiSpec(ApiKey.SaslAuthenticate, SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
 )

@@ -37,6 +37,7 @@ from coordinator_server.topics.registry import Topic, is_valid_topic_name
 from coordinator_server.topics.store import TopicStore
 from protocol import group_messages as gm
 from protocol.apis import API_TABLE
+from protocol.broker_messages import ControlledShutdownResponse
 from protocol.errors import Errors
 from protocol.framing import ParsedHeader, api_versions_body
 
@@ -106,6 +107,8 @@ class RequestHandlers:
         # In a cluster: who leads what (ZooKeeper's view) and the broker-to-broker requests; None on one node.
         self.cluster = cluster
         self.replicas = replicas
+        # The controller's side of ControlledShutdown: broker id -> the partitions it still leads.
+        self.controlled_shutdown: Callable[[int], Awaitable[list[tuple[str, int]]]] | None = None
         # Kafka's API layer answers commits to unknown topics or partitions itself.
         offsets = OffsetHandlers(runtime, lambda topic, index: topics.partition(topic, index) is not None)
         admin = AdminHandlers(runtime)
@@ -131,6 +134,7 @@ class RequestHandlers:
             ApiKey.DescribeGroups: _versioned(admin.describe_groups),
             ApiKey.ListGroups: _versioned(admin.list_groups),
             ApiKey.DeleteGroups: _versioned(admin.delete_groups),
+            ApiKey.ControlledShutdown: self.handle_controlled_shutdown,
             ApiKey.SaslHandshake: self.handle_sasl_after_authentication,
             ApiKey.SaslAuthenticate: self.handle_sasl_after_authentication,
         }
@@ -167,6 +171,21 @@ class RequestHandlers:
         if self.replicas is not None and ctx.version >= 3 and req.replica_id >= 0:
             return await self.replicas.handle_offset_for_leader_epoch(req, ctx.version, ctx.access)
         return await self.data.handle_offset_for_leader_epoch(req, ctx.version, ctx.access)
+
+    # ------------------------------------------------------------------------- ControlledShutdown
+
+    async def handle_controlled_shutdown(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+        """Kafka's ZooKeeper-mode controller: move the broker's leadership away and say what it still leads."""
+        if not ctx.access.cluster("CLUSTER_ACTION"):
+            return ControlledShutdownResponse[ctx.version](
+                error_code=int(Errors.CLUSTER_AUTHORIZATION_FAILED), remaining_partitions=[])
+        if (self.controlled_shutdown is None or self.cluster is None
+                or self.cluster.controller_id() != self.endpoint.node_id):
+            return ControlledShutdownResponse[ctx.version](error_code=int(Errors.NOT_CONTROLLER),
+                                                           remaining_partitions=[])
+        remaining = await self.controlled_shutdown(req.broker_id)
+        return ControlledShutdownResponse[ctx.version](error_code=0, remaining_partitions=[
+            ControlledShutdownResponse.RemainingPartition(topic_name=t, partition_index=p) for t, p in remaining])
 
     # ---------------------------------------------------------------------------------- Metadata
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
+from coordinator_server.replication.follower import truncation_offset
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -27,7 +28,6 @@ from kafka.protocol.consumer import (
 )
 
 from coordinator_server.replication.broker_client import BrokerClient, BrokerUnreachable
-from coordinator_server.replication.follower import truncation_offset
 from coordinator_server.storage.batch import LOG_OVERHEAD
 from protocol.errors import Errors
 
@@ -138,13 +138,13 @@ class ReplicaFetcher:
                 leader_epoch=self._log.latest_epoch(f.partition))
             for f in fetching])]
         request = OffsetForLeaderEpochRequest[EPOCH_VERSION](replica_id=self.node_id, topics=topics)
-        self._busy.update(f.partition for f in fetching)
+        epochs = {f.partition: f.leader_epoch for f in fetching}
+        self._busy.update(epochs)
         response = await self._client.call(request, OffsetForLeaderEpochResponse)
         for t in response.topics:
             for p in t.partitions:
                 f = self._partitions.get(p.partition)
-                if f is None or not f.leader_epoch == next(
-                        (x.leader_epoch for x in fetching if x.partition == p.partition), None):
+                if f is None or f.leader_epoch != epochs.get(p.partition):
                     continue  # removed or re-added at another epoch meanwhile
                 if not self._accept(f, Errors(p.error_code)):
                     continue
