@@ -16,8 +16,9 @@ import time
 
 import structlog
 
-from coordinator_server.cluster.controller import ClusterView, Controller
+from coordinator_server.cluster.controller import ClusterView, Controller, PartitionView
 from coordinator_server.cluster.zk_client import ZkClient
+from coordinator_server.cluster.zk_layout import BrokerRegistration
 from coordinator_server.config import Config
 from coordinator_server.net.cluster_metadata import BrokerAddress, PartitionLeadership
 from coordinator_server.replication.broker_client import BrokerClient, BrokerUnreachable
@@ -57,17 +58,24 @@ class ClusterNode:
         runtime.replication = self.replicas
         self._states: asyncio.Queue[PartitionState | None] = asyncio.Queue()
         self._applier: asyncio.Task[None] | None = None
+        self._resign: asyncio.Task[None] | None = None
+        self._rejoining: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._applier = loop.create_task(self._apply_states(), name="partition-states")
-        self.view.on_partition_state = self._states.put_nowait
-        self.view.on_session_lost = self._session_lost
+        self.view.on_partition_state = self._partition_state
+        self.zk.on_session_event(self._session_event)
         await self.zk.start()
         await self.view.start()
-        await self.zk.register_broker(self.node_id, self.host, self.port)
+        await self.zk.register_broker(BrokerRegistration(self.node_id, self.host, self.port))
         await self.controller.start()
-        log.info("broker_registered", node_id=self.node_id, zookeeper=self.config.zookeeper_connect)
+        log.info("broker_registered", node_id=self.node_id, host=self.host, port=self.port,
+                 zookeeper=self.config.zookeeper_connect)
+
+    def _partition_state(self, view: PartitionView) -> None:
+        self._states.put_nowait(PartitionState(view.partition, view.leader, view.leader_epoch, view.isr,
+                                               view.replicas, view.controller_epoch, view.zk_version))
 
     async def _apply_states(self) -> None:
         while True:
@@ -79,9 +87,31 @@ class ClusterNode:
             except Exception:
                 log.exception("partition_state_apply_failed", partition=state.partition)
 
-    def _session_lost(self) -> None:
-        log.warning("zookeeper_session_lost", node_id=self.node_id)
-        asyncio.get_running_loop().create_task(self.replicas.resign_all("zookeeper session lost"))
+    def _session_event(self, event: str) -> None:
+        loop = asyncio.get_running_loop()
+        if event == "LOST":
+            # Our registration is gone and the controller may already have elected others for everything we
+            # led: stop acknowledging at once (the replica manager fails waiting appends).
+            log.warning("zookeeper_session_lost", node_id=self.node_id)
+            self._resign = loop.create_task(self.replicas.resign_all("zookeeper session lost"))
+        elif event == "SUSPENDED":
+            log.warning("zookeeper_connection_suspended", node_id=self.node_id)
+        elif event == "RECONNECTED":
+            log.info("zookeeper_session_restored", node_id=self.node_id)
+            self._rejoining = loop.create_task(self._rejoin())
+
+    async def _rejoin(self) -> None:
+        """A new session after a lost one: register again, campaign again, and re-read every state (a
+        watch fires only on a change, and nothing we knew before the loss may be trusted)."""
+        if self._resign is not None:
+            await self._resign
+        try:
+            await self.zk.register_broker(BrokerRegistration(self.node_id, self.host, self.port))
+            self.controller.session_restored()
+            for view in await self.view.reread():
+                self._partition_state(view)
+        except Exception:
+            log.exception("cluster_rejoin_failed", node_id=self.node_id)
 
     # -- runtime's replication gate asks these through the replica manager; the ISR writer is ours -----
 

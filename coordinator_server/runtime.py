@@ -405,7 +405,8 @@ class CoordinatorRuntime:
                     continue
             try:
                 queued = self.log.submit(append.partition, append.records, wall_ms,
-                                         functools.partial(context.run, self._written, append, writes))
+                                         functools.partial(context.run, self._written, append, writes),
+                                         replication.leader_epoch(append.partition) if replication else 0)
             except RecordTooLargeError as e:
                 # Nothing was written; the core maps it per API as Kafka does (SyncGroup:
                 # UNKNOWN_SERVER_ERROR, OffsetCommit: INVALID_COMMIT_OFFSET_SIZE).

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
-from coordinator_server.replication.follower import truncation_offset
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -28,6 +27,7 @@ from kafka.protocol.consumer import (
 )
 
 from coordinator_server.replication.broker_client import BrokerClient, BrokerUnreachable
+from coordinator_server.replication.follower import truncation_offset
 from coordinator_server.storage.batch import LOG_OVERHEAD
 from protocol.errors import Errors
 

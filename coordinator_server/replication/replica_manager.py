@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Protocol
 
 import structlog
-from coordinator_server.replication.leader import LeaderState
-from coordinator_server.replication.leader_epoch_cache import LeaderEpochCache
 
 from coordinator_server import cluster_metrics
 from coordinator_server.replication.fetcher import ReplicaFetcher
+from coordinator_server.replication.leader import LeaderState
+from coordinator_server.replication.leader_epoch_cache import LeaderEpochCache
 from coordinator_server.storage.coordinator_log import CoordinatorLog
 from coordinator_server.storage.log import PartitionLog, partition_dir
 from protocol.errors import Errors

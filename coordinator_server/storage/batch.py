@@ -83,9 +83,11 @@ class BadBatch(Exception):
 
 
 def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], base_offset: int, timestamp_ms: int,
-                offset_deltas: Sequence[int] | None = None, timestamps: Sequence[int] | None = None) -> bytes:
-    """One uncompressed, non-transactional v2 batch, as Kafka's coordinator writes them. The cleaner
-    passes the surviving records' own offset deltas and timestamps."""
+                offset_deltas: Sequence[int] | None = None, timestamps: Sequence[int] | None = None,
+                leader_epoch: int = 0) -> bytes:
+    """One uncompressed, non-transactional v2 batch, as Kafka's coordinator writes them, stamped with the
+    writing leader's epoch. The cleaner passes the surviving records' own offset deltas and timestamps,
+    and the source batch's epoch."""
     builder = DefaultRecordBatchBuilder(
         magic=2, compression_type=0, is_transactional=False, producer_id=_NO_PRODUCER,
         producer_epoch=-1, base_sequence=-1, batch_size=sys.maxsize,
@@ -98,6 +100,7 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], base_offse
     buf = builder.build()
     # The builder leaves BaseOffset 0 for a broker to fill in; it is outside the CRC.
     BASE_OFFSET.pack_into(buf, 0, base_offset)
+    LEADER_EPOCH.pack_into(buf, LEADER_EPOCH_POS, leader_epoch)  # also outside the CRC
     return bytes(buf)
 
 

@@ -33,6 +33,8 @@ from pathlib import Path
 import structlog
 
 from coordinator_server.storage.batch import (
+    LEADER_EPOCH,
+    LEADER_EPOCH_POS,
     BatchInfo,
     DefaultRecordBatch,
     LogRecord,
@@ -162,7 +164,8 @@ def _clean_group(group: list[Segment], latest: dict[bytes, int], horizon: int, c
                     first = kept[0].offset
                     batch = build_batch([(r.key, r.value) for r in kept], first, kept[0].timestamp_ms,
                                         offset_deltas=[r.offset - first for r in kept],
-                                        timestamps=[r.timestamp_ms for r in kept])
+                                        timestamps=[r.timestamp_ms for r in kept],
+                                        leader_epoch=LEADER_EPOCH.unpack_from(raw, LEADER_EPOCH_POS)[0])
                     out.on_batch(BatchInfo.parse(batch), out.size)
                     f.write(batch)
                     out.size += len(batch)

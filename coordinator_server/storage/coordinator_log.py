@@ -120,6 +120,7 @@ class _Append:
     records: list[tuple[bytes, bytes | None]]
     timestamp_ms: int
     on_done: Callable[[StorageError | None], None]
+    leader_epoch: int = 0
 
 
 class CoordinatorLog:
@@ -238,7 +239,7 @@ class CoordinatorLog:
             await future
 
     def submit(self, partition: int, records: Sequence[CoordinatorRecord], timestamp_ms: int,
-               on_done: Callable[[StorageError | None], None]) -> bool:
+               on_done: Callable[[StorageError | None], None], leader_epoch: int = 0) -> bool:
         """Queue `records` as one batch without awaiting: `append` for a caller that completes many
         appends from one callback each. Returns False (and never calls `on_done`) when there is nothing
         to write; otherwise the writer calls `on_done(None)` once the batch is durable per the fsync
@@ -262,7 +263,7 @@ class CoordinatorLog:
         if plog.failed is not None:
             raise StorageError(f"__consumer_offsets-{partition} is unusable until restart: {plog.failed}",
                                plog.failed.errno)
-        self._pending.append(_Append(partition, encoded, timestamp_ms, on_done))
+        self._pending.append(_Append(partition, encoded, timestamp_ms, on_done, leader_epoch))
         self._start_writer()
         return True
 
@@ -388,7 +389,7 @@ class CoordinatorLog:
                 continue
             started = time.perf_counter()
             try:
-                self._logs[a.partition].append(a.records, a.timestamp_ms)
+                self._logs[a.partition].append(a.records, a.timestamp_ms, a.leader_epoch)
             except OSError as e:
                 log.error("log_append_failed", partition=a.partition, errno=e.errno, error=str(e))
                 errors[i] = StorageError(f"append to __consumer_offsets-{a.partition} failed: {e}", e.errno)

@@ -57,6 +57,7 @@ from coordinator_server.storage.index import DEFAULT_INDEX_INTERVAL_BYTES
 from coordinator_server.storage.recovery import RecoveryStats, complete_swaps, list_segments, recover
 from coordinator_server.storage.segment import (
     Segment,
+    fsync_dir,
     fsync_path,
     read_cleaner_offset,
     segment_name,
@@ -207,7 +208,7 @@ class PartitionLog:
     def segments(self) -> list[Path]:
         return [s.path for s in self._segments]
 
-    def append(self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> int:
+    def append(self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int, leader_epoch: int = 0) -> int:
         """Write `records` as one batch at the end of the log; returns its base offset.
 
         On an OSError the file is truncated back to where it ended, so a later append still yields a
@@ -219,7 +220,7 @@ class PartitionLog:
             raise OSError(self.failed.errno, f"log of partition {self.partition} failed earlier and "
                           f"could not be repaired: {self.failed}")
         base = self._next_offset
-        self._write_batch(build_batch(records, base, timestamp_ms))
+        self._write_batch(build_batch(records, base, timestamp_ms, leader_epoch=leader_epoch))
         return base
 
     def append_batches(self, batches: Sequence[bytes | bytearray]) -> list[int]:
@@ -258,6 +259,51 @@ class PartitionLog:
             self._write_batch(raw)
             out.append((LEADER_EPOCH.unpack_from(raw, LEADER_EPOCH_POS)[0], info.base_offset))
         return out
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch holding `offset` or later (a batch straddling it goes whole), durably: Kafka's
+        Log.truncateTo, which a follower runs to agree with its leader. Later segments are deleted, the
+        remaining tail is cut and fsynced, its index rebuilt, and the recovery point moved back if it
+        was past the new end."""
+        if offset >= self._next_offset:
+            return
+        self.sync()
+        new_next: int | None = None
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            seg = self._segments.pop()
+            new_next = seg.base_offset
+            os.close(self._fd)
+            seg.path.unlink(missing_ok=True)
+            seg.index.path.unlink(missing_ok=True)
+            self._fd = os.open(self._segments[-1].path, os.O_RDWR)
+        active = self._segments[-1]
+        position = active.size
+        for info in self._headers(active):
+            if info.last_offset >= offset:
+                position, new_next = info.position, info.base_offset
+                break
+        if new_next is None:
+            new_next = offset
+        os.ftruncate(self._fd, position)
+        self.file_io.fsync(self._fd)
+        # The (once sealed) tail segment is the active one again: its index lives in memory until it rolls.
+        active.index.path.unlink(missing_ok=True)
+        active.index.reset()
+        active.size = 0
+        active.next_offset = active.base_offset
+        active.first_timestamp = -1
+        active.max_timestamp = None
+        for info in list(self._headers_upto(active, position)):
+            active.on_batch(info, info.position)
+        active.size = position
+        self._next_offset = new_next if position else active.base_offset
+        fsync_dir(self.directory)
+        write_recovery_point(self.directory, active.base_offset)
+        self._pending_recovery_point = None
+
+    def _headers_upto(self, seg: Segment, end: int) -> Iterator[BatchInfo]:
+        with open(seg.path, "rb") as f:
+            yield from walk_headers(f.fileno(), 0, end)
 
     def _write_batch(self, batch: bytes | bytearray) -> None:
         info = BatchInfo.parse(batch)

@@ -30,7 +30,7 @@ class FakeLog:
         self.refuse: dict[str, StorageError] = {}
 
     def submit(self, partition: int, records: Any, timestamp_ms: int,
-               on_done: Callable[[StorageError | None], None]) -> bool:
+               on_done: Callable[[StorageError | None], None], leader_epoch: int = 0) -> bool:
         name = records[0].group_id
         if name in self.refuse:
             raise self.refuse[name]

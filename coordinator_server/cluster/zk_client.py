@@ -1,0 +1,216 @@
+"""The broker's ZooKeeper session (kazoo), seen from asyncio.
+
+kazoo runs its own threads: blocking calls go to a small thread pool (`run_in_executor`), so the event loop
+never waits on ZooKeeper, and every watch or session event is handed to the loop with
+`call_soon_threadsafe`, so the rest of the server only ever sees them as loop callbacks. Conditional writes
+(a znode version, and for the controller a check of /controller_epoch in the same transaction, as Kafka's
+ZooKeeper-mode controller does) are how a stale leader or controller is refused.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import structlog
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.retry import KazooRetry
+
+from coordinator_server.cluster import zk_layout as zl
+
+log = structlog.get_logger("coordinator_server.cluster")
+
+T = TypeVar("T")
+
+
+class ZkClient:
+    def __init__(self, connect: str, session_timeout_ms: int) -> None:
+        self.connect = connect
+        self._kz = KazooClient(
+            hosts=connect, timeout=session_timeout_ms / 1000,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+            command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0))
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="zookeeper")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session_listeners: list[Callable[[str], None]] = []
+        self._lost = False
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def start(self, timeout_s: float = 15.0) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._kz.add_listener(self._on_state)
+        await self._call(self._kz.start, timeout_s)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._call(self._kz.stop)
+            await self._call(self._kz.close)
+        finally:
+            self._pool.shutdown(wait=False)
+
+    def on_session_event(self, listener: Callable[[str], None]) -> None:
+        """`listener("LOST" | "SUSPENDED" | "CONNECTED" | "RECONNECTED")` on the loop; RECONNECTED is a new
+        session after a lost one (ephemeral znodes are gone and must be made again)."""
+        self._session_listeners.append(listener)
+
+    def _on_state(self, state: str) -> None:  # kazoo's thread
+        if state == KazooState.LOST:
+            self._lost = True
+            event = "LOST"
+        elif state == KazooState.SUSPENDED:
+            event = "SUSPENDED"
+        else:
+            event = "RECONNECTED" if self._lost else "CONNECTED"
+            self._lost = False
+        for listener in self._session_listeners:
+            self._to_loop(listener, event)
+
+    def _to_loop(self, fn: Callable[..., Any], *args: Any) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and not self._closed:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile (shutdown)
+                loop.call_soon_threadsafe(fn, *args)
+
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    # -- watches (kazoo recipes re-arm themselves, also on a new session) --------------------------------
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
+        def on_children(children: list[str] | None) -> None:
+            self._to_loop(callback, sorted(children or []))
+        self._kz.ChildrenWatch(path, on_children, allow_session_lost=True)
+
+    def watch_data(self, path: str, callback: Callable[[bytes | None, int], None]) -> None:
+        """callback(data or None when absent, znode version or -1), on every change."""
+        def on_data(data: bytes | None, stat: Any) -> bool | None:
+            if self._closed:
+                return False  # stops the recipe
+            self._to_loop(callback, data, stat.version if stat is not None else -1)
+            return None
+        self._kz.DataWatch(path, on_data)
+
+    # -- reads -------------------------------------------------------------------------------------------
+
+    async def get(self, path: str) -> tuple[bytes, int] | None:
+        try:
+            data, stat = await self._call(self._kz.get, path)
+        except NoNodeError:
+            return None
+        return data, stat.version
+
+    async def children(self, path: str) -> list[str]:
+        try:
+            return sorted(await self._call(self._kz.get_children, path))
+        except NoNodeError:
+            return []
+
+    async def brokers(self) -> dict[int, zl.BrokerRegistration]:
+        out = {}
+        for child in await self.children(zl.BROKER_IDS):
+            got = await self.get(zl.broker_path(int(child)))
+            if got is not None:
+                out[int(child)] = zl.BrokerRegistration.decode(int(child), got[0])
+        return out
+
+    async def partition_state(self, topic: str, partition: int) -> tuple[zl.LeaderAndIsr, int] | None:
+        got = await self.get(zl.partition_state_path(topic, partition))
+        if got is None:
+            return None
+        return zl.LeaderAndIsr.decode(got[0]), got[1]
+
+    # -- writes ------------------------------------------------------------------------------------------
+
+    async def ensure_paths(self) -> None:
+        for path in (zl.BROKER_IDS, zl.BROKER_TOPICS):
+            await self._call(self._kz.ensure_path, path)
+
+    async def register_broker(self, registration: zl.BrokerRegistration) -> None:
+        """The ephemeral /brokers/ids/<id>. A leftover of this broker's previous session (not yet expired)
+        is replaced; one of a live session of another process is an error (two brokers with one id)."""
+        await self.ensure_paths()
+        path = zl.broker_path(registration.node_id)
+        try:
+            await self._call(self._kz.create, path, registration.encode(), ephemeral=True)
+        except NodeExistsError as e:
+            got = await self._call(self._kz.get, path)
+            if got[1].ephemeralOwner == self._kz.client_id[0]:
+                return
+            raise RuntimeError(f"broker id {registration.node_id} is registered by another live session "
+                               f"(znode {path}); is another node running with --node-id {registration.node_id}?") from e
+
+    async def create_controller(self, node_id: int) -> bool:
+        try:
+            await self._call(self._kz.create, zl.CONTROLLER, zl.encode_controller(node_id), ephemeral=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    async def bump_controller_epoch(self) -> tuple[int, int]:
+        """Increment /controller_epoch (conditionally); returns (epoch, its znode version)."""
+        while True:
+            got = await self.get(zl.CONTROLLER_EPOCH)
+            if got is None:
+                try:
+                    await self._call(self._kz.create, zl.CONTROLLER_EPOCH, b"1")
+                    return 1, 0
+                except NodeExistsError:
+                    continue
+            epoch = int(got[0]) + 1
+            try:
+                stat = await self._call(self._kz.set, zl.CONTROLLER_EPOCH, str(epoch).encode(), got[1])
+                return epoch, stat.version
+            except BadVersionError:
+                continue
+
+    async def create_topic(self, topic: str, assignment: dict[int, list[int]], states: dict[int, zl.LeaderAndIsr],
+                           controller_epoch_version: int) -> bool:
+        """Create the topic's assignment and every partition state in one transaction guarded by the
+        controller epoch. False when it already exists or this controller was superseded."""
+        def run() -> bool:
+            t = self._kz.transaction()
+            t.check(zl.CONTROLLER_EPOCH, controller_epoch_version)
+            t.create(zl.topic_path(topic), zl.encode_assignment(assignment))
+            t.create(zl.partitions_path(topic), b"")
+            for p, state in sorted(states.items()):
+                t.create(f"{zl.partitions_path(topic)}/{p}", b"")
+                t.create(zl.partition_state_path(topic, p), state.encode())
+            results = t.commit()
+            return not any(isinstance(r, Exception) for r in results)
+        return await self._call(run)
+
+    async def write_state_as_controller(self, topic: str, partition: int, state: zl.LeaderAndIsr, version: int,
+                                        controller_epoch_version: int) -> int | None:
+        """A controller's conditional write: the new znode version, or None when the state moved on or a
+        newer controller took over (the /controller_epoch check fails)."""
+        def run() -> int | None:
+            t = self._kz.transaction()
+            t.check(zl.CONTROLLER_EPOCH, controller_epoch_version)
+            t.set_data(zl.partition_state_path(topic, partition), state.encode(), version)
+            results = t.commit()
+            if any(isinstance(r, (BadVersionError, RolledBackError, NoNodeError, Exception)) for r in results):
+                return None
+            return int(results[1].version)
+        return await self._call(run)
+
+    async def update_isr(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: list[int],
+                         controller_epoch: int, zk_version: int) -> int | None:
+        """A leader's conditional ISR write (Kafka's ZooKeeper-mode updateLeaderAndIsr): the new version, or
+        None when the state is no longer the one this leader read."""
+        state = zl.LeaderAndIsr(leader, leader_epoch, tuple(isr), controller_epoch)
+        try:
+            stat = await self._call(self._kz.set, zl.partition_state_path(topic, partition), state.encode(),
+                                    zk_version)
+        except (BadVersionError, NoNodeError):
+            return None
+        return int(stat.version)
