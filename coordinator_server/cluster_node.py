@@ -65,6 +65,7 @@ class ClusterNode:
         loop = asyncio.get_running_loop()
         self._applier = loop.create_task(self._apply_states(), name="partition-states")
         self.view.on_partition_state = self._partition_state
+        self.view.on_brokers_changed = self.replicas.brokers_changed
         self.zk.on_session_event(self._session_event)
         await self.zk.start()
         await self.view.start()

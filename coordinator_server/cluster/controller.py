@@ -46,6 +46,7 @@ class ClusterView:
         self.zk = zk
         self.topic = topic
         self.on_partition_state: Callable[[PartitionView], None] = lambda state: None
+        self.on_brokers_changed: Callable[[], None] = lambda: None
         self._brokers: dict[int, zl.BrokerRegistration] = {}
         self._controller = -1
         self._assignment: dict[int, list[int]] | None = None
@@ -55,6 +56,8 @@ class ClusterView:
 
     async def start(self) -> None:
         await self.zk.ensure_paths()
+        # Brokers first: a partition state names its leader by id, and the follower needs its address.
+        self._brokers = await self.zk.brokers()
         self.zk.watch_children(zl.BROKER_IDS, self._brokers_changed)
         self.zk.watch_data(zl.CONTROLLER, self._controller_changed)
         self.zk.watch_data(zl.topic_path(self.topic), self._assignment_changed)
@@ -113,6 +116,7 @@ class ClusterView:
             if got is not None:
                 brokers[int(child)] = zl.BrokerRegistration.decode(int(child), got[0])
         self._brokers = brokers
+        self.on_brokers_changed()
 
     def _controller_changed(self, data: bytes | None, _version: int) -> None:
         self._controller = zl.decode_controller(data) if data else -1

@@ -44,8 +44,22 @@ class ZkClient:
 
     async def start(self, timeout_s: float = 15.0) -> None:
         self._loop = asyncio.get_running_loop()
+        await self._call(self._ensure_chroot, timeout_s)
         self._kz.add_listener(self._on_state)
         await self._call(self._kz.start, timeout_s)
+
+    def _ensure_chroot(self, timeout_s: float) -> None:
+        """As Kafka does, create the chroot of `zookeeper.connect` (…/path) when it does not exist yet."""
+        hosts, slash, chroot = self.connect.partition("/")
+        if not slash or not chroot:
+            return
+        bootstrap = KazooClient(hosts=hosts, timeout=10.0)
+        bootstrap.start(timeout_s)
+        try:
+            bootstrap.ensure_path("/" + chroot)
+        finally:
+            bootstrap.stop()
+            bootstrap.close()
 
     async def close(self) -> None:
         if self._closed:

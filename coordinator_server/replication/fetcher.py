@@ -39,7 +39,7 @@ FETCH_MAX_WAIT_MS = 500  # replica.fetch.wait.max.ms
 FETCH_MIN_BYTES = 1  # replica.fetch.min.bytes
 FETCH_MAX_BYTES = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
 PARTITION_MAX_BYTES = 1024 * 1024  # replica.fetch.max.bytes
-BACKOFF_S = 0.5  # replica.fetch.backoff.ms (Kafka: 1000)
+BACKOFF_S = 0.1  # replica.fetch.backoff.ms (Kafka: 1000; short, since it also paces the wait for a new leader)
 
 
 class FollowerLog(Protocol):
@@ -59,7 +59,8 @@ class _Fetching:
     partition: int
     leader_epoch: int
     truncated: bool = False  # the truncation protocol has run for this leader epoch
-    fenced: bool = False  # the leader is at another epoch: wait for a new partition state
+    fenced: bool = False  # our epoch is older than the leader's: wait for a new partition state
+    retry_at: float = 0.0  # the leader does not lead it yet (it is behind us): retry from this loop time
 
 
 class ReplicaFetcher:
@@ -83,6 +84,11 @@ class ReplicaFetcher:
     @property
     def partitions(self) -> set[int]:
         return set(self._partitions)
+
+    def retarget(self, host: str, port: int) -> None:
+        """The leader re-registered at another address: the next request connects there."""
+        old, self._client = self._client, BrokerClient(host, port, client_id=self._client.client_id)
+        asyncio.get_running_loop().create_task(old.close())
 
     def add_partition(self, partition: int, leader_epoch: int) -> None:
         self._partitions[partition] = _Fetching(partition, leader_epoch)
@@ -109,11 +115,17 @@ class ReplicaFetcher:
     # -- the loop ----------------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        failures = 0
         while True:
-            active = [f for f in self._partitions.values() if not f.fenced]
+            now = loop.time()
+            waiting = [f for f in self._partitions.values() if not f.fenced]
+            active = [f for f in waiting if f.retry_at <= now]
             if not active:
                 self._wakeup.clear()
-                await self._wakeup.wait()
+                timeout = min((f.retry_at for f in waiting), default=None)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), None if timeout is None else max(0.0, timeout - now))
                 continue
             try:
                 to_truncate = [f for f in active if not f.truncated]
@@ -121,9 +133,15 @@ class ReplicaFetcher:
                     await self._truncate(to_truncate)
                 else:
                     await self._fetch([f for f in active if f.truncated])
+                failures = 0
             except BrokerUnreachable as e:
-                log.info("replica_fetch_failed", leader=self.leader_id, error=str(e))
-                await asyncio.sleep(BACKOFF_S)
+                # A leader that is gone stays gone until the controller says who leads now: back off
+                # (up to a second) and log the first failure of a run of them, not every retry.
+                if failures == 0:
+                    log.info("replica_fetch_failed", leader=self.leader_id, error=str(e))
+                failures += 1
+                await asyncio.sleep(min(1.0, BACKOFF_S * failures))
+                continue
             except Exception:
                 log.exception("replica_fetcher_error", leader=self.leader_id)
                 await asyncio.sleep(BACKOFF_S)
@@ -190,14 +208,20 @@ class ReplicaFetcher:
     def _accept(self, f: _Fetching, error: Errors) -> bool:
         if error == Errors.NONE:
             return True
-        if error in (Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_LEADER_EPOCH, Errors.NOT_LEADER_OR_FOLLOWER):
-            # The leader and we disagree about who leads at which epoch: only a new partition state from
-            # ZooKeeper settles it (Kafka's fetcher likewise marks the partition failed until then).
+        if error == Errors.FENCED_LEADER_EPOCH:
+            # The leader is at a newer epoch than we follow: only a new partition state from ZooKeeper
+            # settles it (Kafka's fetcher likewise drops the partition until its next LeaderAndIsr).
             log.info("replica_fetch_fenced", partition=f.partition, leader=self.leader_id,
                      leader_epoch=f.leader_epoch, error=error.name)
             f.fenced = True
             if self._on_fenced is not None:
                 self._on_fenced(f.partition)
+            return False
+        if error in (Errors.UNKNOWN_LEADER_EPOCH, Errors.NOT_LEADER_OR_FOLLOWER):
+            # The leader has not applied the state we follow yet (its watch fires after ours): back off
+            # and ask again, as Kafka's fetcher delays a partition with a retriable error.
+            log.debug("replica_fetch_retry", partition=f.partition, leader=self.leader_id, error=error.name)
+            f.retry_at = asyncio.get_running_loop().time() + BACKOFF_S
             return False
         if error == Errors.OFFSET_OUT_OF_RANGE:
             # Our end is past the leader's (an unclean election) or behind its start: truncate again.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,6 +112,7 @@ class ReplicaManager:
         self._known_epoch: dict[int, int] = {}  # the newest leader epoch applied per partition
         self._isr_task = self._loop.create_task(self._isr_maintenance(), name="isr-maintenance")
         self._transitions: dict[int, asyncio.Lock] = {}
+        self._unreachable: set[int] = set()  # followed partitions whose leader's address is not known yet
 
     # -- the controller's word ---------------------------------------------------------------------
 
@@ -189,17 +191,23 @@ class ReplicaManager:
         else:
             self.coordinator.unload_partition(p, leader_epoch, f"broker {leader} leads at epoch {leader_epoch}")
         await self._stop_following(p)
+        self._following[p] = (leader, leader_epoch)
         endpoint = self.endpoint_of(leader)
         if endpoint is None:
-            log.warning("leader_endpoint_unknown", partition=p, leader=leader)
+            # Its registration is not known here yet (watches race); brokers_changed starts the fetch.
+            log.info("leader_endpoint_unknown", partition=p, leader=leader)
+            self._unreachable.add(p)
             return
+        self._start_fetching(p, leader, leader_epoch, endpoint)
+
+    def _start_fetching(self, p: int, leader: int, leader_epoch: int, endpoint: tuple[str, int]) -> None:
+        self._unreachable.discard(p)
         fetcher = self._fetchers.get(leader)
-        if fetcher is None or fetcher.address != endpoint:
-            if fetcher is not None:
-                await fetcher.close()
+        if fetcher is None:
             fetcher = ReplicaFetcher(self.node_id, leader, endpoint[0], endpoint[1], OFFSETS_TOPIC, _FollowerLog(self))
             self._fetchers[leader] = fetcher
-        self._following[p] = (leader, leader_epoch)
+        elif fetcher.address != endpoint:
+            fetcher.retarget(*endpoint)  # the leader came back at another address
         fetcher.add_partition(p, leader_epoch)
         log.info("became_follower", partition=p, leader=leader, leader_epoch=leader_epoch,
                  log_end_offset=self._plog(p).next_offset)
@@ -227,7 +235,16 @@ class ReplicaManager:
         self.coordinator.unload_partition(p, leader_epoch, reason)
         log.info("resigned_leader", partition=p, leader_epoch=leading.leader_epoch, reason=reason)
 
+    def brokers_changed(self) -> None:
+        """Start fetching partitions whose leader's address was not known when they were assigned to us."""
+        for p in sorted(self._unreachable):
+            leader, epoch = self._following[p]
+            endpoint = self.endpoint_of(leader)
+            if endpoint is not None:
+                self._start_fetching(p, leader, epoch, endpoint)
+
     async def _stop_following(self, p: int) -> None:
+        self._unreachable.discard(p)
         following = self._following.pop(p, None)
         if following is None:
             return
@@ -372,7 +389,9 @@ class ReplicaManager:
         if leading.isr_update is not None:
             return  # one change in flight at a time, as Kafka's AlterPartition
         leading.state.propose_isr(isr)
-        leading.isr_update = self._loop.create_task(self._write_isr(p, leading, tuple(sorted(isr)), kind))
+        # In an empty context: the follower's fetch that triggered it is not what the change belongs to.
+        leading.isr_update = self._loop.create_task(self._write_isr(p, leading, tuple(sorted(isr)), kind),
+                                                    context=contextvars.Context())
 
     async def _write_isr(self, p: int, leading: _Leading, isr: tuple[int, ...], kind: str) -> None:
         try:

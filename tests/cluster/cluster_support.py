@@ -162,6 +162,38 @@ class Cluster:
             return -2
         return int(resp.topics[0].partitions[0].error_code)
 
+    def committed_via_coordinator(self, group_id: str, timeout_s: float = 30.0,
+                                  accept: Callable[[int], bool] = lambda n: True) -> tuple[Node, dict[tuple[str, int], int]]:
+        """What a client does: find the coordinator, ask it; on COORDINATOR_LOAD_IN_PROGRESS,
+        COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR (the answering node's view may be ahead of the
+        coordinator's own) look again, until `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while time.monotonic() < deadline:
+            node = self.wait_coordinator(group_id, max(0.1, deadline - time.monotonic()), accept)
+            try:
+                error, offsets = self.committed(node, group_id)
+            except (OSError, ServerClosed, TimeoutError) as e:
+                error, offsets = -2, {}
+                last = e
+            if error == 0:
+                return node, offsets
+            last = error
+            time.sleep(0.1)
+        raise AssertionError(f"{group_id}: no committed offsets from its coordinator in {timeout_s}s ({last})")
+
+    def commit_via_coordinator(self, group_id: str, offsets: dict[tuple[str, int], int], timeout_s: float = 30.0,
+                               accept: Callable[[int], bool] = lambda n: True) -> Node:
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while time.monotonic() < deadline:
+            node = self.wait_coordinator(group_id, max(0.1, deadline - time.monotonic()), accept)
+            last = self.commit(node, group_id, offsets)
+            if last == 0:
+                return node
+            time.sleep(0.1)
+        raise AssertionError(f"{group_id}: commit not acknowledged in {timeout_s}s (last error {last})")
+
     def committed(self, node: Node, group_id: str) -> tuple[int, dict[tuple[str, int], int]]:
         request = OffsetFetchRequest[7](group_id=group_id, topics=None, require_stable=True)
         conn = Connection((node.host, node.fixed_port), "cluster-test")
