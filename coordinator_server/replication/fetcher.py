@@ -27,7 +27,8 @@ from kafka.protocol.consumer import (
 )
 
 from coordinator_server.replication.broker_client import BrokerClient, BrokerUnreachable
-from coordinator_server.replication.follower import truncation_offset
+from coordinator_server.replication.follower import offset_truncation_state, truncate_without_epochs
+from coordinator_server.replication.leader_epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
 from coordinator_server.storage.batch import LOG_OVERHEAD
 from protocol.errors import Errors
 
@@ -48,7 +49,7 @@ class FollowerLog(Protocol):
     def log_end_offset(self, partition: int) -> int: ...
     def high_watermark(self, partition: int) -> int: ...
     def latest_epoch(self, partition: int) -> int: ...
-    def end_offset_for_epoch(self, partition: int, epoch: int) -> tuple[int, int]: ...
+    def epoch_cache(self, partition: int) -> LeaderEpochCache: ...
     async def truncate_to(self, partition: int, offset: int) -> None: ...
     async def append(self, partition: int, batches: list[bytes]) -> None: ...
     def update_high_watermark(self, partition: int, high_watermark: int) -> None: ...
@@ -149,14 +150,27 @@ class ReplicaFetcher:
                 self._busy.clear()
 
     async def _truncate(self, fetching: list[_Fetching]) -> None:
-        """KIP-101/279: ask the leader where our latest epoch ends there, and truncate to the agreement."""
+        """KIP-101/279: ask the leader where our latest epoch ends there, and truncate to the agreement
+        (again, with the next older epoch, until Kafka's getOffsetTruncationState says it is complete)."""
+        asking = []
+        for f in fetching:
+            if self._log.latest_epoch(f.partition) == UNDEFINED_EPOCH:
+                # No epochs here (a new replica, or a log from before epochs): Kafka cuts back to the HW.
+                state = truncate_without_epochs(self._log.high_watermark(f.partition),
+                                                self._log.log_end_offset(f.partition))
+                await self._truncate_one(f, state.offset)
+                f.truncated = True
+            else:
+                asking.append(f)
+        if not asking:
+            return
         topics = [OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=self.topic, partitions=[
             OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
                 partition=f.partition, current_leader_epoch=f.leader_epoch,
                 leader_epoch=self._log.latest_epoch(f.partition))
-            for f in fetching])]
+            for f in asking])]
         request = OffsetForLeaderEpochRequest[EPOCH_VERSION](replica_id=self.node_id, topics=topics)
-        epochs = {f.partition: f.leader_epoch for f in fetching}
+        epochs = {f.partition: f.leader_epoch for f in asking}
         self._busy.update(epochs)
         response = await self._client.call(request, OffsetForLeaderEpochResponse)
         for t in response.topics:
@@ -166,16 +180,18 @@ class ReplicaFetcher:
                     continue  # removed or re-added at another epoch meanwhile
                 if not self._accept(f, Errors(p.error_code)):
                     continue
-                local_end = self._log.log_end_offset(f.partition)
-                target = truncation_offset(
-                    local_end, self._log.high_watermark(f.partition),
-                    lambda epoch, part=f.partition: self._log.end_offset_for_epoch(part, epoch),
-                    self._log.latest_epoch(f.partition), p.leader_epoch, p.end_offset)
-                if target < local_end:
-                    log.info("replica_truncated", partition=f.partition, leader=self.leader_id,
-                             leader_epoch=f.leader_epoch, from_offset=local_end, to_offset=target)
-                    await self._log.truncate_to(f.partition, target)
-                f.truncated = True
+                state = offset_truncation_state(p.leader_epoch, p.end_offset, self._log.epoch_cache(f.partition),
+                                                self._log.log_end_offset(f.partition),
+                                                self._log.high_watermark(f.partition))
+                await self._truncate_one(f, state.offset)
+                f.truncated = state.truncation_completed
+
+    async def _truncate_one(self, f: _Fetching, offset: int) -> None:
+        local_end = self._log.log_end_offset(f.partition)
+        if offset < local_end:
+            log.info("replica_truncated", partition=f.partition, leader=self.leader_id,
+                     leader_epoch=f.leader_epoch, from_offset=local_end, to_offset=offset)
+            await self._log.truncate_to(f.partition, offset)
 
     async def _fetch(self, fetching: list[_Fetching]) -> None:
         partitions = [FetchRequest.FetchTopic.FetchPartition(

@@ -29,9 +29,11 @@ from typing import Protocol
 import structlog
 
 from coordinator_server import cluster_metrics
+from coordinator_server.purgatory import DelayedOperationPurgatory, Timer
+from coordinator_server.replication.delayed_produce import DelayedProduce, fail_partition, produce_key
 from coordinator_server.replication.fetcher import ReplicaFetcher
-from coordinator_server.replication.leader import LeaderState
-from coordinator_server.replication.leader_epoch_cache import LeaderEpochCache
+from coordinator_server.replication.leader import IsrChange, PartitionLeader
+from coordinator_server.replication.leader_epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
 from coordinator_server.storage.coordinator_log import CoordinatorLog
 from coordinator_server.storage.log import PartitionLog, partition_dir
 from protocol.errors import Errors
@@ -67,26 +69,21 @@ class IsrWriter(Protocol):
 
 
 class Coordinator(Protocol):
-    """The group coordinator's side of leadership (runtime.CoordinatorRuntime)."""
+    """The group coordinator's side of leadership (runtime.CoordinatorRuntime), and the timer it drives."""
 
     def load_partition(self, partition: int, leader_epoch: int) -> bool: ...
     def unload_partition(self, partition: int, leader_epoch: int | None, reason: str) -> int: ...
-
-
-@dataclass(slots=True)
-class _Waiter:
-    required_offset: int
-    on_done: Callable[[Errors], None]
-    timer: asyncio.TimerHandle | None = None
+    @property
+    def timer(self) -> Timer: ...
+    def now_ms(self) -> int: ...
+    def rearm_timer(self) -> None: ...
 
 
 @dataclass(slots=True)
 class _Leading:
     leader_epoch: int
-    state: LeaderState
+    state: PartitionLeader
     controller_epoch: int
-    zk_version: int
-    waiters: list[_Waiter] = field(default_factory=list)
     data: asyncio.Event = field(default_factory=asyncio.Event)  # set on every append: wakes parked fetches
     isr_update: asyncio.Task[None] | None = None
 
@@ -110,6 +107,9 @@ class ReplicaManager:
         self._epochs: dict[int, LeaderEpochCache] = {}
         self._high_watermarks: dict[int, int] = {}
         self._known_epoch: dict[int, int] = {}  # the newest leader epoch applied per partition
+        # Kafka's "Produce" purgatory: the coordinator's appends wait here for the high watermark.
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory(
+            "Produce", coordinator.timer)
         self._isr_task = self._loop.create_task(self._isr_maintenance(), name="isr-maintenance")
         self._transitions: dict[int, asyncio.Lock] = {}
         self._unreachable: set[int] = set()  # followed partitions whose leader's address is not known yet
@@ -126,13 +126,14 @@ class ReplicaManager:
             if state.leader_epoch < known:
                 return
             if state.leader_epoch == known:
-                # Same epoch: only the ISR (or its znode version) can have changed, e.g. our own write,
-                # or the controller dropping a dead follower. Adopt it as committed.
-                if leading is not None and state.leader == self.node_id:
-                    leading.state.commit_isr(set(state.isr), state.zk_version)
-                    leading.zk_version = state.zk_version
+                # Same epoch: only the ISR (and the znode version) changed: our own write coming back, or
+                # the controller dropping a dead follower. Take it as committed.
+                if leading is not None and state.leader == self.node_id \
+                        and state.zk_version != leading.state.zk_version:
                     leading.controller_epoch = state.controller_epoch
-                    self._maybe_complete(p, leading)
+                    leading.state.on_leader_and_isr(state.leader_epoch, state.isr, state.zk_version,
+                                                    self._now_ms())
+                    self._hw_maybe_moved(p)
                     self._refresh_gauges()
                 return
             self._known_epoch[p] = state.leader_epoch
@@ -174,15 +175,14 @@ class ReplicaManager:
         plog = self._plog(p)
         leo = plog.next_offset
         cache = self._epoch_cache(p)
-        cache.assign(state.leader_epoch, leo)
-        await self.log.run_io(cache.flush)
+        await self.log.run_io(lambda: cache.assign(state.leader_epoch, leo))  # flushes the checkpoint
         hw = min(self._high_watermarks.get(p, 0), leo)
-        leader_state = LeaderState(self.node_id, tuple(state.replicas), set(state.isr), state.zk_version,
-                                   leader_epoch_start_offset=leo, high_watermark=hw,
-                                   now_ms=self._now_ms())
-        self._leading[p] = _Leading(state.leader_epoch, leader_state, state.controller_epoch, state.zk_version)
-        log.info("became_leader", partition=p, leader_epoch=state.leader_epoch, isr=list(state.isr),
-                 log_end_offset=leo, high_watermark=hw)
+        leader = PartitionLeader.make_leader(self.node_id, state.leader_epoch, state.replicas, state.isr,
+                                             state.zk_version, leo, hw, self._now_ms(),
+                                             self.replica_lag_time_max_ms)
+        self._leading[p] = _Leading(state.leader_epoch, leader, state.controller_epoch)
+        log.info("became_leader", partition=p, leader_epoch=state.leader_epoch, isr=sorted(state.isr),
+                 log_end_offset=leo, high_watermark=leader.high_watermark)
         self.coordinator.load_partition(p, state.leader_epoch)
 
     async def _become_follower(self, p: int, leader: int, leader_epoch: int) -> None:
@@ -225,14 +225,14 @@ class ReplicaManager:
             return
         if leading.isr_update is not None:
             leading.isr_update.cancel()
-        for waiter in leading.waiters:
-            if waiter.timer is not None:
-                waiter.timer.cancel()
-            waiter.on_done(Errors.NOT_LEADER_OR_FOLLOWER)
-        leading.waiters.clear()
+        leading.state.resign()
+        # Every coordinator write still waiting for the ISR is answered NOT_LEADER_OR_FOLLOWER now (the
+        # core maps it to NOT_COORDINATOR): the next leader decides what of it survived.
+        fail_partition(self.produce_purgatory, OFFSETS_TOPIC, p)
         leading.data.set()  # parked fetches answer now (they will find no leader)
         self._high_watermarks[p] = leading.state.high_watermark
         self.coordinator.unload_partition(p, leader_epoch, reason)
+        self.coordinator.rearm_timer()
         log.info("resigned_leader", partition=p, leader_epoch=leading.leader_epoch, reason=reason)
 
     def brokers_changed(self) -> None:
@@ -261,9 +261,8 @@ class ReplicaManager:
         leading = self._leading.get(partition)
         if leading is None:
             return Errors.NOT_LEADER_OR_FOLLOWER
-        if len(leading.state.committed_isr) < self.min_insync_replicas:
-            return Errors.NOT_ENOUGH_REPLICAS
-        return None
+        error = leading.state.check_append(-1, self.min_insync_replicas)  # the coordinator writes acks=all
+        return None if error == Errors.NONE else error
 
     def leader_epoch(self, partition: int) -> int:
         leading = self._leading.get(partition)
@@ -275,33 +274,17 @@ class ReplicaManager:
             on_done(Errors.NOT_LEADER_OR_FOLLOWER)
             return
         required = self._plog(partition).next_offset
-        waiter = _Waiter(required, on_done)
+        leading.state.on_leader_append(required)  # with the ISR down to this leader, that alone commits
         leading.data.set()
         leading.data = asyncio.Event()
-        # Our own log end moved: with an ISR of one that alone may advance the high watermark.
-        leading.state.maybe_increment_high_watermark(required)
-        if self._try_complete(leading, waiter):
-            return
-        waiter.timer = self._loop.call_later(self.commit_timeout_ms / 1000, self._expire, partition, waiter)
-        leading.waiters.append(waiter)
+        operation = DelayedProduce(self.commit_timeout_ms, {(OFFSETS_TOPIC, partition): (leading.state, required)},
+                                   self.min_insync_replicas, lambda errors: on_done(next(iter(errors.values()))))
+        self.produce_purgatory.try_complete_else_watch(operation, operation.watch_keys(), self.coordinator.now_ms())
+        self.coordinator.rearm_timer()
 
-    def _try_complete(self, leading: _Leading, waiter: _Waiter) -> bool:
-        done, error = leading.state.check_enough_replicas(waiter.required_offset, self.min_insync_replicas)
-        if done:
-            if waiter.timer is not None:
-                waiter.timer.cancel()
-            waiter.on_done(error)
-        return done
-
-    def _maybe_complete(self, p: int, leading: _Leading) -> None:
-        if leading.waiters:
-            leading.waiters = [w for w in leading.waiters if not self._try_complete(leading, w)]
-
-    def _expire(self, p: int, waiter: _Waiter) -> None:
-        leading = self._leading.get(p)
-        if leading is not None and waiter in leading.waiters:
-            leading.waiters.remove(waiter)
-            waiter.on_done(Errors.REQUEST_TIMED_OUT)
+    def _hw_maybe_moved(self, p: int) -> None:
+        if self.produce_purgatory.check_and_complete(produce_key(OFFSETS_TOPIC, p)):
+            self.coordinator.rearm_timer()
 
     # -- serving followers ---------------------------------------------------------------------------
 
@@ -332,7 +315,7 @@ class ReplicaManager:
             return error, b"", -1, -1
         plog = self._plog(partition)
         leading = self._leading[partition]
-        if replica_id not in leading.state.replicas:
+        if replica_id not in leading.state.followers:
             return Errors.NOT_LEADER_OR_FOLLOWER, b"", -1, -1
         if not plog.log_start_offset <= fetch_offset <= plog.next_offset:
             return Errors.OFFSET_OUT_OF_RANGE, b"", leading.state.high_watermark, plog.log_start_offset
@@ -354,12 +337,12 @@ class ReplicaManager:
                 w.cancel()
 
     def _follower_fetched(self, p: int, leading: _Leading, replica_id: int, fetch_offset: int) -> None:
-        leo = self._plog(p).next_offset
-        leading.state.update_follower(replica_id, fetch_offset, leo, self._now_ms())
-        if replica_id not in leading.state.maximal_isr and leading.state.can_join_isr(replica_id):
-            self._propose_isr(p, leading, leading.state.committed_isr | {replica_id}, "expand")
-        leading.state.maybe_increment_high_watermark(leo)
-        self._maybe_complete(p, leading)
+        leading.state.on_leader_append(self._plog(p).next_offset)
+        update = leading.state.update_follower_fetch_state(replica_id, fetch_offset, self._now_ms())
+        if update.isr_change is not None:
+            self._write_isr_change(p, leading, update.isr_change, "expand")
+        if update.high_watermark_advanced:
+            self._hw_maybe_moved(p)
 
     def offset_for_leader_epoch(self, partition: int, current_leader_epoch: int,
                                 epoch: int) -> tuple[Errors, int, int]:
@@ -379,24 +362,23 @@ class ReplicaManager:
             await asyncio.sleep(interval)
             now = self._now_ms()
             for p, leading in list(self._leading.items()):
-                leo = self._plog(p).next_offset
-                lagging = leading.state.out_of_sync_replicas(now, self.replica_lag_time_max_ms, leo)
-                if lagging and leading.isr_update is None:
-                    log.info("isr_shrink_proposed", partition=p, lagging=sorted(lagging))
-                    self._propose_isr(p, leading, leading.state.committed_isr - lagging, "shrink")
+                leading.state.on_leader_append(self._plog(p).next_offset)
+                change = leading.state.maybe_shrink_isr(now)
+                if change is not None:
+                    log.info("isr_shrink_proposed", partition=p, isr=sorted(change.isr),
+                             out_of_sync=sorted(leading.state.isr - change.isr))
+                    self._write_isr_change(p, leading, change, "shrink")
 
-    def _propose_isr(self, p: int, leading: _Leading, isr: set[int], kind: str) -> None:
-        if leading.isr_update is not None:
-            return  # one change in flight at a time, as Kafka's AlterPartition
-        leading.state.propose_isr(isr)
+    def _write_isr_change(self, p: int, leading: _Leading, change: IsrChange, kind: str) -> None:
         # In an empty context: the follower's fetch that triggered it is not what the change belongs to.
-        leading.isr_update = self._loop.create_task(self._write_isr(p, leading, tuple(sorted(isr)), kind),
+        leading.isr_update = self._loop.create_task(self._write_isr(p, leading, change, kind),
                                                     context=contextvars.Context())
 
-    async def _write_isr(self, p: int, leading: _Leading, isr: tuple[int, ...], kind: str) -> None:
+    async def _write_isr(self, p: int, leading: _Leading, change: IsrChange, kind: str) -> None:
+        isr = tuple(sorted(change.isr))
         try:
-            version = await self.isr_writer.write_isr(p, self.node_id, leading.leader_epoch, isr,
-                                                      leading.controller_epoch, leading.zk_version)
+            version = await self.isr_writer.write_isr(p, self.node_id, change.leader_epoch, isr,
+                                                      leading.controller_epoch, change.expected_zk_version)
         except Exception as e:
             log.warning("isr_update_failed", partition=p, isr=list(isr), error=repr(e))
             version = None
@@ -404,17 +386,16 @@ class ReplicaManager:
         if self._leading.get(p) is not leading:
             return
         if version is None:
-            # The state moved on: a newer leader or the controller wrote it. The watch brings the new state;
-            # until then the committed ISR stays as it was, so nothing is acknowledged on the proposal.
-            leading.state.abort_isr_change()
-            log.warning("isr_update_rejected", partition=p, isr=list(isr), zk_version=leading.zk_version)
+            # The state moved on: the controller (or a newer leader) wrote it. The change stays in flight
+            # until the watch brings the state that is true (PartitionLeader.on_isr_write_failed).
+            leading.state.on_isr_write_failed()
+            log.warning("isr_update_rejected", partition=p, isr=list(isr), zk_version=change.expected_zk_version)
             return
-        leading.state.commit_isr(set(isr), version)
-        leading.zk_version = version
+        advanced = leading.state.on_isr_write_succeeded(change, version)
         (cluster_metrics.ISR_SHRINKS if kind == "shrink" else cluster_metrics.ISR_EXPANDS).inc()
         log.info("isr_updated", partition=p, isr=list(isr), kind=kind, zk_version=version)
-        leading.state.maybe_increment_high_watermark(self._plog(p).next_offset)
-        self._maybe_complete(p, leading)
+        if advanced:
+            self._hw_maybe_moved(p)
         self._refresh_gauges()
 
     # -- views for handlers and tools ---------------------------------------------------------------
@@ -432,7 +413,7 @@ class ReplicaManager:
     def _refresh_gauges(self) -> None:
         cluster_metrics.LEADER_PARTITIONS.set(len(self._leading))
         cluster_metrics.UNDER_REPLICATED.set(sum(
-            1 for lead in self._leading.values() if len(lead.state.committed_isr) < len(lead.state.replicas)))
+            1 for lead in self._leading.values() if len(lead.state.isr) < len(lead.state.replicas)))
 
     # -- local replicas -----------------------------------------------------------------------------
 
@@ -467,7 +448,11 @@ class _FollowerLog:
         return self._m._high_watermarks.get(partition, 0)
 
     def latest_epoch(self, partition: int) -> int:
-        return self._m._epoch_cache(partition).latest_epoch
+        latest = self._m._epoch_cache(partition).latest_epoch()
+        return UNDEFINED_EPOCH if latest is None else latest
+
+    def epoch_cache(self, partition: int) -> LeaderEpochCache:
+        return self._m._epoch_cache(partition)
 
     def end_offset_for_epoch(self, partition: int, epoch: int) -> tuple[int, int]:
         return self._m._epoch_cache(partition).end_offset_for(epoch, self.log_end_offset(partition))
@@ -477,8 +462,7 @@ class _FollowerLog:
 
         def run() -> None:
             self._m._plog(partition).truncate_to(offset)
-            cache.truncate_from_end(offset)
-            cache.flush()
+            cache.truncate_from_end(offset)  # flushes the checkpoint when it changed
         await self._m.log.run_io(run)
         self._m._high_watermarks[partition] = min(self._m._high_watermarks.get(partition, 0), offset)
 
@@ -489,11 +473,9 @@ class _FollowerLog:
             plog = self._m._plog(partition)
             appended = plog.append_as_follower(batches)
             plog.sync()  # a follower's copy counts toward acks=all: it must be on disk before it is fetched past
-            changed = False
             for epoch, base in appended:
-                changed = cache.assign(epoch, base) or changed
-            if changed:
-                cache.flush()
+                if epoch >= 0:
+                    cache.assign(epoch, base)  # flushes the checkpoint when the epoch is new
         await self._m.log.run_io(run)
 
     def update_high_watermark(self, partition: int, high_watermark: int) -> None:
