@@ -159,7 +159,7 @@ class GroupCoordinator(RebalanceMechanics):
                 self._prepare_rebalance(group, "group_max_size", "group is over group.max.size after loading")
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
-        log.info("partition_loaded", partition=partition, groups=loaded)
+        log.debug("partition_loaded", partition=partition, groups=loaded)
         return loaded
 
     def shutdown(self, now_ms: int) -> None:
