@@ -296,3 +296,24 @@ def test_gap_list_exists_and_is_a_list() -> None:
 ])
 def test_gap_rule_catches_the_stale_sentences_of_issue_13(stale: str) -> None:
     assert GAP_PHRASES.search(stale)
+
+
+# --------------------------------------------------------------------------------------- log events
+
+
+def _logs_paragraph() -> str:
+    text = (DOCS / "operations.md").read_text(encoding="utf-8")
+    match = re.search(r"^\*\*Logs\*\*.*?(?=\n\n)", text, re.MULTILINE | re.DOTALL)
+    assert match, "docs/operations.md has no **Logs** paragraph"
+    return match.group(0)
+
+
+NOT_LOG_NAMES = {"console", "json", "debug", "event", "level", "timestamp"}  # flag values, structlog's own keys
+
+
+@pytest.mark.parametrize("name", sorted({s for s in code_spans(_logs_paragraph())
+                                         if re.fullmatch(r"[a-z_]+", s)} - NOT_LOG_NAMES))
+def test_documented_log_events_and_fields_exist(name: str) -> None:
+    # An event is logged as "name", a field passed as name=...; a renamed one leaves the docs stale.
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "coordinator_server").rglob("*.py"))
+    assert f'"{name}"' in source or re.search(rf"\b{name}=", source), f"docs/operations.md names {name!r}"
