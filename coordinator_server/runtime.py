@@ -151,6 +151,7 @@ class CoordinatorRuntime:
         """Open the log (recovering it), replay every partition, and start the timer. In a cluster
         (`load_all=False`) no partition is loaded here: each is loaded when this node becomes its leader."""
         loop = asyncio.get_running_loop()
+        started_s = time.monotonic()
         log_ = CoordinatorLog.open(
             config.data_dir, config.offsets_partitions, config.fsync, segment_ms=config.log_roll_ms,
             cleaner=CleanerConfig(
@@ -170,8 +171,15 @@ class CoordinatorRuntime:
             if load_all:
                 for partition in range(log_.partitions):
                     coordinator.begin_loading(partition)
+                groups = 0
                 for partition in range(log_.partitions):
-                    coordinator.load_partition(partition, log_.replay_latest(partition), _monotonic_ms(loop))
+                    groups += coordinator.load_partition(partition, log_.replay_latest(partition),
+                                                         _monotonic_ms(loop))
+                # One line for the whole load (recovery and replay); the per-partition lines are debug, so
+                # an empty data directory does not log 50 lines before `listening`.
+                log.info("coordinator_loaded", partitions=log_.partitions, groups=groups,
+                         offsets=sum(len(group.offsets) for group in coordinator.groups.values()),
+                         seconds=round(time.monotonic() - started_s, 3))
             await runtime._after_core_call()
         except BaseException:
             await log_.close()

@@ -185,7 +185,7 @@ class GroupCoordinator(RebalanceMechanics):
                 self._prepare_rebalance(group, "group_max_size", "group is over group.max.size after loading")
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
-        log.info("partition_loaded", partition=partition, groups=loaded)
+        log.debug("partition_loaded", partition=partition, groups=loaded)
         return loaded
 
     def unload_partition(self, partition: int, leader_epoch: int | None, now_ms: int,

@@ -16,6 +16,8 @@ from kafka.protocol.consumer import (
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -134,6 +136,37 @@ def test_restart_keeps_data_dir(server: ServerProcess) -> None:
     assert server.data_dir == data_dir
     assert len(server.events("listening")) == 2
     assert_serves(server)
+
+
+def admin_commit(srv: ServerProcess, group: str, partitions: list[int]) -> None:
+    """OffsetCommit v8 of topic `a`, as an admin (generation -1, no member): creates an Empty group."""
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    req = OffsetCommitRequest[8](
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        retention_time_ms=-1, topics=[T(name="a", partitions=[T.OffsetCommitRequestPartition(
+            partition_index=p, committed_offset=10 + p, committed_leader_epoch=-1, commit_timestamp=-1,
+            committed_metadata="") for p in partitions])])
+    resp = call(srv, req, OffsetCommitResponse)
+    assert {p.error_code for t in resp.topics for p in t.partitions} == {0}
+
+
+def test_startup_logs_one_load_summary_before_listening(server_factory: Any) -> None:
+    srv = server_factory(topic=["a:3"])
+    names = [e["event"] for e in srv.events()]
+    # An empty data directory: one summary line at info, no line per __consumer_offsets partition.
+    assert "partition_loaded" not in names
+    [loaded] = srv.events("coordinator_loaded")
+    assert names.index("coordinator_loaded") < names.index("listening")
+    assert (loaded["partitions"], loaded["groups"], loaded["offsets"]) == (50, 0, 0)
+    assert isinstance(loaded["seconds"], float) and loaded["seconds"] >= 0
+    admin_commit(srv, "load-summary-1", [0, 1, 2])
+    admin_commit(srv, "load-summary-2", [0])
+    srv.restart(log_level="debug")
+    loaded = srv.events("coordinator_loaded")[-1]
+    assert (loaded["partitions"], loaded["groups"], loaded["offsets"]) == (50, 2, 4)
+    # The per-partition detail is still there at debug, and adds up to the summary.
+    per_partition = srv.events("partition_loaded")
+    assert len(per_partition) == 50 and sum(e["groups"] for e in per_partition) == 2
 
 
 def test_port_in_use_fails_startup_with_one_line(server_factory: Any) -> None:
