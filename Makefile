@@ -11,7 +11,7 @@ PORT ?= 9092
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-unit test-integration test-interop interop-deps compat-matrix lint clean bench bench-quick soak
+.PHONY: install run test test-unit test-integration test-interop interop-deps cluster-deps compat-matrix lint clean bench bench-quick soak
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/coordinator-server --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
-test: $(TEST_STAMP) interop-deps pipeline-deps
+test: $(TEST_STAMP) interop-deps pipeline-deps cluster-deps
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
 
 test-unit: $(TEST_STAMP)
@@ -50,6 +50,12 @@ interop-deps: $(NODE_DIR)/node_modules/.package-lock.json
 $(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# The cluster's metadata quorum (docs/decisions.md, "Cluster"): Debian's ZooKeeper 3.8, run by
+# coordinator_server/tools/local_zookeeper.py from its jars (never as the system service). Its JRE comes
+# from pipeline-deps (default-jre-headless). Idempotent and quiet once installed.
+cluster-deps: pipeline-deps
+	@[ -f /usr/share/java/zookeeper.jar ] || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null)
 
 test-interop: $(TEST_STAMP) interop-deps
 	$(PY) -m pytest tests/interop -n 2 $(PYTEST_ARGS)
