@@ -11,7 +11,7 @@ PORT ?= 9092
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-unit test-integration test-interop interop-deps cluster-deps compat-matrix lint clean bench bench-quick soak
+.PHONY: install run test test-unit test-integration test-interop interop-deps cluster-deps cluster cluster-down compat-matrix lint clean bench bench-quick soak
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,14 @@ $(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package.json $(NODE_DIR
 # from pipeline-deps (default-jre-headless). Idempotent and quiet once installed.
 cluster-deps: pipeline-deps
 	@[ -f /usr/share/java/zookeeper.jar ] || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null)
+
+# ZooKeeper and three nodes on 127.0.0.1 in the background (docs/cluster.md); CLUSTER_ARGS e.g. --base-port 19092.
+CLUSTER_ARGS ?=
+cluster: $(STAMP) cluster-deps
+	$(PY) scripts/cluster.py up $(CLUSTER_ARGS)
+
+cluster-down:
+	$(PY) scripts/cluster.py down $(CLUSTER_ARGS)
 
 test-interop: $(TEST_STAMP) interop-deps
 	$(PY) -m pytest tests/interop -n 2 $(PYTEST_ARGS)
