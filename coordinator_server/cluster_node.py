@@ -68,8 +68,10 @@ class ClusterNode:
         self.view.on_brokers_changed = self.replicas.brokers_changed
         self.zk.on_session_event(self._session_event)
         await self.zk.start()
-        await self.view.start()
+        # Registered before it learns any partition state, as Kafka's broker does: a node that fetches
+        # (and so may rejoin an ISR) while the controller cannot see it would be dropped again.
         await self.zk.register_broker(BrokerRegistration(self.node_id, self.host, self.port))
+        await self.view.start()
         await self.controller.start()
         log.info("broker_registered", node_id=self.node_id, host=self.host, port=self.port,
                  zookeeper=self.config.zookeeper_connect)
@@ -120,6 +122,15 @@ class ClusterNode:
                         controller_epoch: int, zk_version: int) -> int | None:
         return await self.zk.update_isr(OFFSETS_TOPIC, partition, leader, leader_epoch, list(isr),
                                         controller_epoch, zk_version)
+
+    async def read_state(self, partition: int) -> PartitionState | None:
+        got = await self.zk.partition_state(OFFSETS_TOPIC, partition)
+        view = self.view.partition_state(partition)
+        if got is None or view is None:
+            return None
+        state, version = got
+        return PartitionState(partition, state.leader, state.leader_epoch, state.isr, view.replicas,
+                              state.controller_epoch, version)
 
     def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
         broker = self.broker(node_id)

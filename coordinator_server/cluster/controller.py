@@ -250,6 +250,9 @@ class Controller:
             if got is None:
                 return
             current, version = got
+            # Liveness as of now, not as of the watch that started this: a broker that re-registered
+            # meanwhile (a quick restart) may already be back in the ISR, and must not be dropped again.
+            live = {int(b) for b in await self.zk.children(zl.BROKER_IDS)}
             new: zl.LeaderAndIsr | None = None
             kind = ""
             if current.leader not in live or current.leader in self._shutting_down:

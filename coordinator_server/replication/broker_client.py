@@ -46,16 +46,17 @@ class BrokerClient:
         (the connection is then closed: the caller reconnects, as a fetcher thread does)."""
         if not self.connected:
             await self.connect()
-        assert self._reader is not None and self._writer is not None
+        reader, writer = self._reader, self._writer
+        assert reader is not None and writer is not None
         correlation_id = next(self._correlation)
         request.with_header(correlation_id=correlation_id, client_id=self.client_id)
         version = request.API_VERSION
         try:
-            self._writer.write(request.encode(header=True, framed=True))
-            await self._writer.drain()
+            writer.write(request.encode(header=True, framed=True))
+            await writer.drain()
             size = struct.unpack(">i", await asyncio.wait_for(
-                self._reader.readexactly(4), timeout_s or self.request_timeout_s))[0]
-            payload = await asyncio.wait_for(self._reader.readexactly(size), timeout_s or self.request_timeout_s)
+                reader.readexactly(4), timeout_s or self.request_timeout_s))[0]
+            payload = await asyncio.wait_for(reader.readexactly(size), timeout_s or self.request_timeout_s)
         except (OSError, asyncio.IncompleteReadError, TimeoutError) as e:
             await self.close()
             raise BrokerUnreachable(f"{self.host}:{self.port}: {e!r}") from e
@@ -64,6 +65,13 @@ class BrokerClient:
             await self.close()
             raise BrokerUnreachable(f"{self.host}:{self.port}: answer out of order")
         return response
+
+    def abort(self) -> None:
+        """Drop the connection now: a call waiting on it fails with BrokerUnreachable (no cancellation,
+        which a task may miss while it is inside asyncio.wait_for)."""
+        writer, self._writer, self._reader = self._writer, None, None
+        if writer is not None:
+            writer.transport.abort()
 
     async def close(self) -> None:
         writer, self._writer, self._reader = self._writer, None, None

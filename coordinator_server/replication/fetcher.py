@@ -76,7 +76,8 @@ class ReplicaFetcher:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._on_fenced = on_fenced
-        self._busy: set[int] = set()  # partitions inside a fetch or truncation round now
+        self._inflight: set[int] = set()  # partitions of the request on the wire now
+        self._writing = 0  # local appends or truncations under way (never interrupted)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -99,10 +100,16 @@ class ReplicaFetcher:
                 self._run(), name=f"replica-fetcher-{self.leader_id}")
 
     async def remove_partition(self, partition: int) -> None:
-        """Stop fetching `partition`; returns once no round in flight will still write it."""
+        """Stop fetching `partition`; returns once nothing of this fetcher will still write it. A request
+        on the wire for it is abandoned (the old leader may be paused and never answer: waiting for it
+        would hold up the partition's next role); a local write under way is waited for."""
         self._partitions.pop(partition, None)
-        while partition in self._busy:
+        while self._writing:
             await asyncio.sleep(0.005)
+        if partition in self._inflight:
+            # The request may never be answered (a paused leader): drop its connection, so the loop
+            # fails it at once and goes on with the partitions that remain; nothing of it is written.
+            self._client.abort()
 
     async def close(self) -> None:
         task, self._task = self._task, None
@@ -110,7 +117,7 @@ class ReplicaFetcher:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._busy.clear()
+        self._inflight.clear()
         await self._client.close()
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -147,7 +154,7 @@ class ReplicaFetcher:
                 log.exception("replica_fetcher_error", leader=self.leader_id)
                 await asyncio.sleep(BACKOFF_S)
             finally:
-                self._busy.clear()
+                self._inflight.clear()
 
     async def _truncate(self, fetching: list[_Fetching]) -> None:
         """KIP-101/279: ask the leader where our latest epoch ends there, and truncate to the agreement
@@ -171,8 +178,9 @@ class ReplicaFetcher:
             for f in asking])]
         request = OffsetForLeaderEpochRequest[EPOCH_VERSION](replica_id=self.node_id, topics=topics)
         epochs = {f.partition: f.leader_epoch for f in asking}
-        self._busy.update(epochs)
+        self._inflight.update(epochs)
         response = await self._client.call(request, OffsetForLeaderEpochResponse)
+        self._inflight.clear()
         for t in response.topics:
             for p in t.partitions:
                 f = self._partitions.get(p.partition)
@@ -191,7 +199,11 @@ class ReplicaFetcher:
         if offset < local_end:
             log.info("replica_truncated", partition=f.partition, leader=self.leader_id,
                      leader_epoch=f.leader_epoch, from_offset=local_end, to_offset=offset)
-            await self._log.truncate_to(f.partition, offset)
+            self._writing += 1
+            try:
+                await self._log.truncate_to(f.partition, offset)
+            finally:
+                self._writing -= 1
 
     async def _fetch(self, fetching: list[_Fetching]) -> None:
         partitions = [FetchRequest.FetchTopic.FetchPartition(
@@ -204,8 +216,9 @@ class ReplicaFetcher:
             topics=[FetchRequest.FetchTopic(topic=self.topic, partitions=partitions)],
             forgotten_topics_data=[], rack_id="")
         epochs = {f.partition: f.leader_epoch for f in fetching}
-        self._busy.update(epochs)
+        self._inflight.update(epochs)
         response = await self._client.call(request, FetchResponse, timeout_s=FETCH_MAX_WAIT_MS / 1000 + 30)
+        self._inflight.clear()
         if response.error_code:
             log.warning("replica_fetch_refused", leader=self.leader_id, error=Errors(response.error_code).name)
             await asyncio.sleep(BACKOFF_S)
@@ -218,7 +231,11 @@ class ReplicaFetcher:
                 if not self._accept(f, Errors(p.error_code)):
                     continue
                 if p.records:
-                    await self._log.append(f.partition, split_batches(p.records))
+                    self._writing += 1
+                    try:
+                        await self._log.append(f.partition, split_batches(p.records))
+                    finally:
+                        self._writing -= 1
                 self._log.update_high_watermark(f.partition, p.high_watermark)
 
     def _accept(self, f: _Fetching, error: Errors) -> bool:

@@ -67,6 +67,10 @@ class IsrWriter(Protocol):
         """The new znode version, or None when the state moved on (this leader may be stale)."""
         ...
 
+    async def read_state(self, partition: int) -> PartitionState | None:
+        """The partition's state as ZooKeeper has it now."""
+        ...
+
 
 class Coordinator(Protocol):
     """The group coordinator's side of leadership (runtime.CoordinatorRuntime), and the timer it drives."""
@@ -129,7 +133,7 @@ class ReplicaManager:
                 # Same epoch: only the ISR (and the znode version) changed: our own write coming back, or
                 # the controller dropping a dead follower. Take it as committed.
                 if leading is not None and state.leader == self.node_id \
-                        and state.zk_version != leading.state.zk_version:
+                        and state.zk_version > leading.state.zk_version:
                     leading.controller_epoch = state.controller_epoch
                     leading.state.on_leader_and_isr(state.leader_epoch, state.isr, state.zk_version,
                                                     self._now_ms())
@@ -386,10 +390,27 @@ class ReplicaManager:
         if self._leading.get(p) is not leading:
             return
         if version is None:
-            # The state moved on: the controller (or a newer leader) wrote it. The change stays in flight
-            # until the watch brings the state that is true (PartitionLeader.on_isr_write_failed).
+            # The state moved on (the controller or a newer leader wrote it), or the write itself failed.
+            # The change stays in flight (PartitionLeader.on_isr_write_failed) until the state that is true
+            # is known: read it now rather than wait for a watch, which never fires if nothing changed.
             leading.state.on_isr_write_failed()
             log.warning("isr_update_rejected", partition=p, isr=list(isr), zk_version=change.expected_zk_version)
+            try:
+                current = await self.isr_writer.read_state(p)
+            except Exception as e:
+                log.warning("partition_state_read_failed", partition=p, error=repr(e))
+                current = None
+            if (current is not None and self._leading.get(p) is leading and current.leader == self.node_id
+                    and current.leader_epoch == leading.leader_epoch and current.zk_version >= leading.state.zk_version):
+                leading.controller_epoch = current.controller_epoch
+                leading.state.on_leader_and_isr(current.leader_epoch, current.isr, current.zk_version, self._now_ms())
+                self._hw_maybe_moved(p)
+            return
+        if version <= leading.state.zk_version:
+            # The watch already brought a newer state (e.g. the controller's shrink right after our
+            # expansion): that one is the truth, not what we wrote before it.
+            log.info("isr_update_superseded", partition=p, isr=list(isr), zk_version=version,
+                     current_zk_version=leading.state.zk_version)
             return
         advanced = leading.state.on_isr_write_succeeded(change, version)
         (cluster_metrics.ISR_SHRINKS if kind == "shrink" else cluster_metrics.ISR_EXPANDS).inc()

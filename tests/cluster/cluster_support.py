@@ -52,13 +52,17 @@ class Node(ServerProcess):
         self.host = "127.0.0.1"
         self.port = self.fixed_port
 
+    paused = False
+
     def sigstop(self) -> None:
         assert self.proc is not None
         os.kill(self.proc.pid, signal.SIGSTOP)
+        self.paused = True
 
     def sigcont(self) -> None:
         assert self.proc is not None
         os.kill(self.proc.pid, signal.SIGCONT)
+        self.paused = False
 
 
 class Cluster:
@@ -91,7 +95,8 @@ class Cluster:
         self.nodes[node_id].kill9()
 
     def running(self) -> list[Node]:
-        return [n for n in self.nodes.values() if n.running]
+        """Nodes alive and not paused (a SIGSTOPped node would hold every question until a timeout)."""
+        return [n for n in self.nodes.values() if n.running and not n.paused]
 
     def stop_all(self) -> None:
         for node in self.nodes.values():
