@@ -13,7 +13,7 @@ every replica's log up to its HW is a prefix of the current leader's; a leader's
 its epoch; a follower that finished truncation against a leader still leading that epoch holds a prefix of
 that leader's log.
 
-Bugs planted while writing it, each found in seconds and then removed: the HW taken as the leader's LEO
+Bugs planted while writing it, each of which made it fail, then removed: the HW taken as the leader's LEO
 alone (an acked record missing on the next leader); the follower skipping truncation (a follower diverging
 from its new leader); the maximal ISR without a pending addition, or with a pending shrink applied before it
 is committed (a replaced leader acknowledging records its successor does not have)."""
