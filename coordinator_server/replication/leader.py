@@ -124,7 +124,12 @@ class PartitionLeader:
         self.zk_version = zk_version
         self.pending = None
         for follower in self.followers.values():
-            follower.last_caught_up_time_ms = now_ms if follower.broker_id in self.isr else 0
+            # resetReplicaState with isNewLeader = false: LEOs kept; an outsider is not taken back into the
+            # ISR on its old fetches (last fetch time 0) before it fetches again.
+            in_sync = follower.broker_id in self.isr
+            follower.last_fetch_leader_log_end_offset = self.log_end_offset
+            follower.last_fetch_time_ms = now_ms if in_sync else 0
+            follower.last_caught_up_time_ms = now_ms if in_sync else 0
         self.maybe_increment_high_watermark()
 
     # -------------------------------------------------------------------------------------- the ISR

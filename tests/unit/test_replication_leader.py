@@ -135,7 +135,9 @@ def test_leader_and_isr_replaces_the_pending_state() -> None:
     p.on_isr_write_failed()
     p.on_leader_and_isr(3, (1,), 9, T0 + 5)
     assert (p.isr, p.zk_version, p.pending) == ({1}, 9, None)
-    assert p.followers[2].last_caught_up_time_ms == 0
+    assert p.followers[2].last_caught_up_time_ms == 0 and p.followers[2].last_fetch_time_ms == 0
+    assert p.followers[3].log_end_offset == 10  # kept: the same leader, only the ISR changed
+    assert p.followers[3].last_fetch_leader_log_end_offset == 10
 
 
 def test_check_append_refuses_acks_all_below_min_isr() -> None:
