@@ -2,6 +2,8 @@
 acks, on a fake clock (plain integers)."""
 from __future__ import annotations
 
+import pytest
+
 from coordinator_server.replication.leader import PartitionLeader, PendingExpand, PendingShrink
 from protocol.errors import Errors
 
@@ -133,6 +135,8 @@ def test_leader_and_isr_replaces_the_pending_state() -> None:
     p = leader(isr=(1, 2), leo=10, hw=10)
     p.update_follower_fetch_state(3, 10, T0)
     p.on_isr_write_failed()
+    with pytest.raises(ValueError):
+        p.on_leader_and_isr(4, (1,), 9, T0 + 5)  # a newer epoch is a make_leader
     p.on_leader_and_isr(3, (1,), 9, T0 + 5)
     assert (p.isr, p.zk_version, p.pending) == ({1}, 9, None)
     assert p.followers[2].last_caught_up_time_ms == 0 and p.followers[2].last_fetch_time_ms == 0
