@@ -33,7 +33,11 @@ from coordinator_server.replication.follower import (
     truncate_without_epochs,
 )
 from coordinator_server.replication.leader import IsrChange, PartitionLeader
-from coordinator_server.replication.leader_epoch_cache import LeaderEpochCache
+from coordinator_server.replication.leader_epoch_cache import (
+    LeaderEpochCache,
+    format_checkpoint,
+    parse_checkpoint,
+)
 from protocol.errors import Errors
 
 REPLICAS = (1, 2, 3)
@@ -167,20 +171,27 @@ class ReplicationMachine(RuleBasedStateMachine):
         zk.version += 1
         zk.leader_offline = False
 
-    @rule(r=st.sampled_from(REPLICAS), action=st.sampled_from(["expire", "notice", "register"]))
-    def session(self, r: int, action: str) -> None:
+    @rule(r=st.sampled_from(REPLICAS),
+          action=st.sampled_from(["expire", "notice", "register", "restart", "none", "none"]),
+          hw_checkpointed=st.integers(0, 20))
+    def session(self, r: int, action: str, hw_checkpointed: int) -> None:
         """expire: the replica is paused past its session; ZooKeeper drops it, the process does not know.
         notice: the process learns its session is gone and resigns every partition at once.
-        register: a new session (only once it has resigned)."""
+        register: a new session (only once it has resigned). none: nothing (failures stay rarer than work).
+        restart: kill -9 and start again — session gone, the (fsynced) log kept, the epochs read back from the
+        leader-epoch-checkpoint text, the HW from its last periodic checkpoint, which may be older."""
         zk = self.zk
         replica = self.replicas[r]
-        if action == "expire" and zk.alive[r]:
+        if action in ("expire", "restart") and zk.alive[r]:
             zk.alive[r] = False
             zk.leader_offline = zk.leader_offline or zk.leader == r
-        elif action == "notice" and not zk.alive[r] and replica.role is not None:
+        if action in ("notice", "restart") and not zk.alive[r] and replica.role is not None:
             if isinstance(replica.role, PartitionLeader):
                 replica.role.resign()
             replica.role = None
+        if action == "restart":
+            replica.cache = LeaderEpochCache(parse_checkpoint(format_checkpoint(replica.cache.entries())))
+            replica.hw = min(replica.hw, hw_checkpointed)
         elif action == "register" and not zk.alive[r] and replica.role is None:
             zk.alive[r] = True
 
@@ -380,17 +391,17 @@ def test_divergence_inside_an_older_epoch_is_found_by_asking_again() -> None:
     _checked(m, "append", pick=0, count=1)                  # r2 at 1, epoch 1, on replica 3
     _checked(m, "follower_fetch", r=1, max_records=4)       # replica 1: truncation round
     _checked(m, "follower_fetch", r=1, max_records=4)       # replica 1 gets r2; replica 2 never does
-    _checked(m, "session", r=3, action="expire")
+    _checked(m, "session", r=3, action="expire", hw_checkpointed=0)
     _checked(m, "controller_elects", pick=1, act=0)          # live ISR {1, 2}: replica 2, epoch 2
     _checked(m, "notify", r=2)
     _checked(m, "append", pick=0, count=1)                  # r3 at 1, epoch 2, on replica 2 only
-    _checked(m, "session", r=2, action="expire")
+    _checked(m, "session", r=2, action="expire", hw_checkpointed=0)
     _checked(m, "controller_elects", pick=0, act=0)          # live ISR {1}: replica 1, epoch 3
     _checked(m, "notify", r=1)
     assert [e.epoch for e in m.replicas[1].cache.entries()] == [0, 1, 3]
     assert [e.epoch for e in m.replicas[2].cache.entries()] == [0, 2]
-    _checked(m, "session", r=2, action="notice")
-    _checked(m, "session", r=2, action="register")
+    _checked(m, "session", r=2, action="notice", hw_checkpointed=0)
+    _checked(m, "session", r=2, action="register", hw_checkpointed=0)
     _checked(m, "notify", r=2)
     _checked(m, "follower_fetch", r=2, max_records=4)       # asks for epoch 2, told (1, 2): cut to 1
     follower = m.replicas[2]
