@@ -115,16 +115,22 @@ class PartitionLeader:
         return leader
 
     def on_leader_and_isr(self, leader_epoch: int, isr: Iterable[int], zk_version: int, now_ms: int) -> None:
-        """Kafka's makeLeader for a broker already leading (a newer LeaderAndIsr for it): keep the follower
-        LEOs, reset their caught-up times as makeLeader does, and take the ISR as committed."""
-        if leader_epoch > self.leader_epoch:
-            self.leader_epoch = leader_epoch
-            self.leader_epoch_start_offset = self.log_end_offset
+        """Kafka's makeLeader for a broker already leading, for a LeaderAndIsr of the *same* epoch (the ISR
+        changed under it): keep the follower LEOs, reset their fetch times as resetReplicaState does, take the
+        ISR as committed. A newer epoch goes through ``make_leader`` (fresh follower state): this broker may
+        have missed epochs in between, in which followers truncated below the LEOs it remembers."""
+        if leader_epoch != self.leader_epoch:
+            raise ValueError(f"epoch {leader_epoch} is not this leader's epoch {self.leader_epoch}: use make_leader")
         self.isr = frozenset(isr)
         self.zk_version = zk_version
         self.pending = None
         for follower in self.followers.values():
-            follower.last_caught_up_time_ms = now_ms if follower.broker_id in self.isr else 0
+            # resetReplicaState with isNewLeader = false: LEOs kept; an outsider is not taken back into the
+            # ISR on its old fetches (last fetch time 0) before it fetches again.
+            in_sync = follower.broker_id in self.isr
+            follower.last_fetch_leader_log_end_offset = self.log_end_offset
+            follower.last_fetch_time_ms = now_ms if in_sync else 0
+            follower.last_caught_up_time_ms = now_ms if in_sync else 0
         self.maybe_increment_high_watermark()
 
     # -------------------------------------------------------------------------------------- the ISR

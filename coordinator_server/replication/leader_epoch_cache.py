@@ -60,7 +60,14 @@ class LeaderEpochCache:
         if not checkpoint_path.exists():
             return cls(checkpoint_path=checkpoint_path)
         text = checkpoint_path.read_text(encoding="utf-8")
-        return cls(parse_checkpoint(text, checkpoint_path), checkpoint_path)
+        cache = cls()
+        # As Kafka's constructor: each entry goes through assign, so a file out of order comes back monotonic.
+        for entry in parse_checkpoint(text, checkpoint_path):
+            if entry.epoch < 0 or entry.start_offset < 0:
+                raise CheckpointCorrupted(f"negative entry {entry} in {checkpoint_path}")
+            cache.assign(entry.epoch, entry.start_offset)
+        cache.checkpoint_path = checkpoint_path
+        return cache
 
     # ------------------------------------------------------------------------------------------ reads
 

@@ -139,3 +139,14 @@ def test_every_change_is_flushed_and_loads_back(tmp_path: Path) -> None:
     assert path.read_text() == "0\n1\n0 0\n"
     assert not (tmp_path / "leader-epoch-checkpoint.tmp").exists()
     assert LeaderEpochCache.load(path).entries() == [EpochEntry(0, 0)]
+
+
+def test_load_assigns_each_entry_so_the_cache_is_monotonic(tmp_path: Path) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.write_text("0\n3\n0 0\n4 20\n2 10\n")
+    cache = LeaderEpochCache.load(path)
+    assert pairs(cache) == [(0, 0), (2, 10)]
+    assert path.read_text() == "0\n3\n0 0\n4 20\n2 10\n"  # loading does not rewrite the file
+    path.write_text("0\n1\n-1 0\n")
+    with pytest.raises(CheckpointCorrupted):
+        LeaderEpochCache.load(path)

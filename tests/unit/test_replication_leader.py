@@ -2,6 +2,8 @@
 acks, on a fake clock (plain integers)."""
 from __future__ import annotations
 
+import pytest
+
 from coordinator_server.replication.leader import PartitionLeader, PendingExpand, PendingShrink
 from protocol.errors import Errors
 
@@ -133,9 +135,13 @@ def test_leader_and_isr_replaces_the_pending_state() -> None:
     p = leader(isr=(1, 2), leo=10, hw=10)
     p.update_follower_fetch_state(3, 10, T0)
     p.on_isr_write_failed()
+    with pytest.raises(ValueError):
+        p.on_leader_and_isr(4, (1,), 9, T0 + 5)  # a newer epoch is a make_leader
     p.on_leader_and_isr(3, (1,), 9, T0 + 5)
     assert (p.isr, p.zk_version, p.pending) == ({1}, 9, None)
-    assert p.followers[2].last_caught_up_time_ms == 0
+    assert p.followers[2].last_caught_up_time_ms == 0 and p.followers[2].last_fetch_time_ms == 0
+    assert p.followers[3].log_end_offset == 10  # kept: the same leader, only the ISR changed
+    assert p.followers[3].last_fetch_leader_log_end_offset == 10
 
 
 def test_check_append_refuses_acks_all_below_min_isr() -> None:

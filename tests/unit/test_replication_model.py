@@ -13,12 +13,13 @@ every replica's log up to its HW is a prefix of the current leader's; a leader's
 its epoch; a follower that finished truncation against a leader still leading that epoch holds a prefix of
 that leader's log.
 
-Bugs planted while writing it, each found in seconds and then removed: the HW taken as the leader's LEO
+Bugs planted while writing it, each of which made it fail, then removed: the HW taken as the leader's LEO
 alone (an acked record missing on the next leader); the follower skipping truncation (a follower diverging
 from its new leader); the maximal ISR without a pending addition, or with a pending shrink applied before it
 is committed (a replaced leader acknowledging records its successor does not have)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, event, settings
@@ -32,7 +33,11 @@ from coordinator_server.replication.follower import (
     truncate_without_epochs,
 )
 from coordinator_server.replication.leader import IsrChange, PartitionLeader
-from coordinator_server.replication.leader_epoch_cache import LeaderEpochCache
+from coordinator_server.replication.leader_epoch_cache import (
+    LeaderEpochCache,
+    format_checkpoint,
+    parse_checkpoint,
+)
 from protocol.errors import Errors
 
 REPLICAS = (1, 2, 3)
@@ -98,6 +103,9 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.isr_writes: list[tuple[PartitionLeader, IsrChange]] = []
         self.acked: dict[int, tuple[int, str]] = {}
         self.hw_seen: dict[int, tuple[PartitionLeader, int]] = {}
+        # Hypothesis' event() (coverage statistics, --hypothesis-show-statistics) only works inside a run;
+        # a hand-driven machine swaps in a no-op.
+        self.note: Callable[[str], None] = event
 
     @initialize(min_isr=st.sampled_from([2, 2, 1, 3]))
     def start(self, min_isr: int) -> None:
@@ -152,31 +160,38 @@ class ReplicationMachine(RuleBasedStateMachine):
             if not candidates:
                 return  # offline until an ISR member is back
             zk.isr = frozenset(r for r in zk.isr if zk.alive[r])
-            event("leader elected after a failure")
+            self.note("leader elected after a failure")
         else:
             candidates = [r for r in REPLICAS if r in zk.isr and zk.alive[r] and r != zk.leader]
             if not candidates or act != 0:
                 return
-            event("leadership moved")
+            self.note("leadership moved")
         zk.leader = candidates[pick % len(candidates)]
         zk.leader_epoch += 1
         zk.version += 1
         zk.leader_offline = False
 
-    @rule(r=st.sampled_from(REPLICAS), action=st.sampled_from(["expire", "notice", "register"]))
-    def session(self, r: int, action: str) -> None:
+    @rule(r=st.sampled_from(REPLICAS),
+          action=st.sampled_from(["expire", "notice", "register", "restart", "none", "none"]),
+          hw_checkpointed=st.integers(0, 20))
+    def session(self, r: int, action: str, hw_checkpointed: int) -> None:
         """expire: the replica is paused past its session; ZooKeeper drops it, the process does not know.
         notice: the process learns its session is gone and resigns every partition at once.
-        register: a new session (only once it has resigned)."""
+        register: a new session (only once it has resigned). none: nothing (failures stay rarer than work).
+        restart: kill -9 and start again — session gone, the (fsynced) log kept, the epochs read back from the
+        leader-epoch-checkpoint text, the HW from its last periodic checkpoint, which may be older."""
         zk = self.zk
         replica = self.replicas[r]
-        if action == "expire" and zk.alive[r]:
+        if action in ("expire", "restart") and zk.alive[r]:
             zk.alive[r] = False
             zk.leader_offline = zk.leader_offline or zk.leader == r
-        elif action == "notice" and not zk.alive[r] and replica.role is not None:
+        if action in ("notice", "restart") and not zk.alive[r] and replica.role is not None:
             if isinstance(replica.role, PartitionLeader):
                 replica.role.resign()
             replica.role = None
+        if action == "restart":
+            replica.cache = LeaderEpochCache(parse_checkpoint(format_checkpoint(replica.cache.entries())))
+            replica.hw = min(replica.hw, hw_checkpointed)
         elif action == "register" and not zk.alive[r] and replica.role is None:
             zk.alive[r] = True
 
@@ -230,10 +245,10 @@ class ReplicationMachine(RuleBasedStateMachine):
             zk.version += 1
             leader.on_isr_write_succeeded(change, zk.version)
             self._check_acks()
-            event(f"ISR write committed ({len(change.isr)} replicas)")
+            self.note(f"ISR write committed ({len(change.isr)} replicas)")
         else:
             leader.on_isr_write_failed()
-            event("ISR write failed its version check")
+            self.note("ISR write failed its version check")
 
     def _check_acks(self) -> None:
         """What DelayedProduce does on each HW change: acknowledged when (True, NONE)."""
@@ -244,7 +259,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             if done and error == Errors.NONE:
                 assert self.acked.get(ack.offset, ack.entry) == ack.entry, "two records acked at one offset"
                 self.acked[ack.offset] = ack.entry
-                event("acked" if self._current_leader().leading() is ack.leader else "acked by a replaced leader")
+                self.note("acked" if self._current_leader().leading() is ack.leader else "acked by a replaced leader")
             elif not done and error == Errors.NONE:
                 still.append(ack)
         self.pending_acks = still
@@ -300,7 +315,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             epoch, end_offset = source.cache.end_offset_for(requested, source.leo)
             state = offset_truncation_state(epoch, end_offset, follower.cache, follower.leo, follower.hw)
         if state.offset < follower.leo:
-            event("truncation cut a log" + ("" if state.truncation_completed else " (and asks again)"))
+            self.note("truncation cut a log" + ("" if state.truncation_completed else " (and asks again)"))
         follower.truncate_to(state.offset)
         role.truncated = state.truncation_completed
 
@@ -351,3 +366,48 @@ ReplicationMachine.TestCase.settings = settings(
     max_examples=300, stateful_step_count=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestReplicationModel = ReplicationMachine.TestCase
+
+
+def _checked(machine: ReplicationMachine, step: str, **kwargs: int | str) -> None:
+    getattr(machine, step)(**kwargs)
+    machine.acknowledged_records_are_in_the_current_leaders_log()
+    machine.every_log_up_to_its_hw_is_a_prefix_of_the_current_leaders()
+    machine.leader_hw_never_decreases_within_its_epoch()
+    machine.a_truncated_follower_never_diverges_from_its_leader()
+
+
+def test_divergence_inside_an_older_epoch_is_found_by_asking_again() -> None:
+    """KIP-279's case, driven through the machine: replica 2 led epoch 2 without ever having epoch 1, and
+    the leader of epoch 3 (replica 1) answers its request for epoch 2 with epoch 1. Replica 2 cuts to the
+    end of its epoch 0, asks again, and only then agrees with the leader."""
+    m = ReplicationMachine()
+    m.note = lambda _value: None
+    m.start(min_isr=1)
+    _checked(m, "append", pick=0, count=1)                  # r1 at 0, epoch 0, on replica 1
+    _checked(m, "every_follower_fetches", max_records=4, rounds=3)
+    _checked(m, "controller_elects", pick=1, act=0)          # leadership moves to 3: epoch 1
+    for r in REPLICAS:
+        _checked(m, "notify", r=r)
+    _checked(m, "append", pick=0, count=1)                  # r2 at 1, epoch 1, on replica 3
+    _checked(m, "follower_fetch", r=1, max_records=4)       # replica 1: truncation round
+    _checked(m, "follower_fetch", r=1, max_records=4)       # replica 1 gets r2; replica 2 never does
+    _checked(m, "session", r=3, action="expire", hw_checkpointed=0)
+    _checked(m, "controller_elects", pick=1, act=0)          # live ISR {1, 2}: replica 2, epoch 2
+    _checked(m, "notify", r=2)
+    _checked(m, "append", pick=0, count=1)                  # r3 at 1, epoch 2, on replica 2 only
+    _checked(m, "session", r=2, action="expire", hw_checkpointed=0)
+    _checked(m, "controller_elects", pick=0, act=0)          # live ISR {1}: replica 1, epoch 3
+    _checked(m, "notify", r=1)
+    assert [e.epoch for e in m.replicas[1].cache.entries()] == [0, 1, 3]
+    assert [e.epoch for e in m.replicas[2].cache.entries()] == [0, 2]
+    _checked(m, "session", r=2, action="notice", hw_checkpointed=0)
+    _checked(m, "session", r=2, action="register", hw_checkpointed=0)
+    _checked(m, "notify", r=2)
+    _checked(m, "follower_fetch", r=2, max_records=4)       # asks for epoch 2, told (1, 2): cut to 1
+    follower = m.replicas[2]
+    assert isinstance(follower.role, Following) and not follower.role.truncated
+    assert follower.log == [(0, "r1")]
+    _checked(m, "follower_fetch", r=2, max_records=4)       # asks for epoch 0, told (0, 1): done
+    assert follower.role.truncated
+    _checked(m, "follower_fetch", r=2, max_records=4)
+    assert follower.log == m.replicas[1].log == [(0, "r1"), (1, "r2")]
