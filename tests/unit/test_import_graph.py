@@ -4,12 +4,24 @@ Every module of `coordinator_server/` is parsed with `ast`; every import counts 
 function, or under `if TYPE_CHECKING:` (a type-only import back is still an arrow back). An arrow goes to
 the module named by the import: `from pkg import name` points at `pkg.name` when that is a module, else at
 `pkg` (its `__init__`). Parent packages that Python initialises on the way are not arrows of their own.
+
+The circle is broken by protocols the parts define (offsets, admin, the delayed operations); the last test
+checks that the façade, GroupCoordinator, still provides every member they declare.
 """
 from __future__ import annotations
 
 import ast
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+
+from coordinator_server.group.admin import AdminGroups
+from coordinator_server.group.coordinator import GroupConfig, GroupCoordinator
+from coordinator_server.group.delayed import RebalanceCallbacks
+from coordinator_server.group.offsets import OffsetGroups
+from coordinator_server.purgatory import Timer
 
 PACKAGE = "coordinator_server"
 ROOT = Path(__file__).resolve().parents[2] / PACKAGE
@@ -163,3 +175,25 @@ def test_relative_imports_resolve_from_a_package_init_and_from_a_module() -> Non
     from_module = ast.parse("from . import r\nfrom ..s import x\n").body
     assert [t for n in from_init for t in _imported("p.q", True, n, known)] == ["p.q.r", "p.s"]  # type: ignore[arg-type]
     assert [t for n in from_module for t in _imported("p.q.m", False, n, known)] == ["p.q.r", "p.s"]  # type: ignore[arg-type]
+
+
+# -- the narrow interfaces ---------------------------------------------------------------------------
+
+
+def _protocol_members(protocol: type) -> dict[str, object]:
+    return {name: value for name, value in vars(protocol).items()
+            if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property))}
+
+
+@pytest.mark.parametrize("protocol", [OffsetGroups, AdminGroups, RebalanceCallbacks], ids=lambda p: p.__name__)
+def test_the_facade_provides_what_each_part_asks_for(protocol: type) -> None:
+    # mypy checks this statically (`make lint`); this keeps it checked where only pytest runs.
+    coordinator = GroupCoordinator(GroupConfig(), 1, Timer(0))
+    members = _protocol_members(protocol)
+    assert members, f"{protocol.__name__} declares nothing"
+    for name, declared in members.items():
+        provided = getattr(coordinator, name)  # an AttributeError names what is missing
+        if inspect.isfunction(declared):
+            assert callable(provided), f"GroupCoordinator.{name} is not callable"
+            wanted = list(inspect.signature(declared).parameters)[1:]
+            assert list(inspect.signature(provided).parameters) == wanted, f"GroupCoordinator.{name}{wanted}"
