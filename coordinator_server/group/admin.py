@@ -1,38 +1,64 @@
 """DescribeGroups, ListGroups and DeleteGroups (kafka-semantics.md §2.8-§2.10): what operators see of the
-groups, and the one way to remove an Empty group with its offsets."""
+groups, and the one way to remove an Empty group with its offsets.
+
+The operations see the group side through `AdminGroups` (the group table to read, the gate, and the one
+call that forgets a group) and write through an append function; the façade (coordinator.py) provides
+both and imports this module, never the reverse.
+"""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 import structlog
 
 from protocol.errors import Errors
 
-from .api import DeletedGroup, DeleteGroupsCallback, GroupDescription, ListedGroup, MemberDescription
+from .api import (
+    AppendRecords,
+    DeletedGroup,
+    DeleteGroupsCallback,
+    GroupDescription,
+    ListedGroup,
+    MemberDescription,
+)
+from .group import GroupMetadata
 from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitRecord
 from .state import DEAD, EMPTY, STABLE
-
-if TYPE_CHECKING:
-    from .coordinator import GroupCoordinator
 
 log = structlog.get_logger("coordinator_server.group.admin")
 
 GROUP_TYPE_CLASSIC = "classic"
 
 
+class AdminGroups(Protocol):
+    """The group side as the admin operations see it."""
+
+    @property
+    def active(self) -> bool: ...
+
+    @property
+    def groups(self) -> Mapping[str, GroupMetadata]: ...
+
+    def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> Errors | None: ...
+
+    def remove_group(self, group: GroupMetadata) -> None: ...
+
+
 class GroupAdmin:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
-        self.coordinator = coordinator
+    def __init__(self, core: AdminGroups, append: AppendRecords) -> None:
+        self.core = core
+        self.append = append
 
     def describe_groups(self, group_ids: list[str | None], api_version: int) -> list[GroupDescription]:
         return [self._describe(group_id, api_version) for group_id in group_ids]
 
     def _describe(self, group_id: str | None, api_version: int) -> GroupDescription:
-        error = self.coordinator.validate_group_status(group_id, allow_empty=True)
+        error = self.core.validate_group_status(group_id, allow_empty=True)
         if error is not None:
             return GroupDescription(group_id or "", error, "", "", "")
         assert group_id is not None
-        group = self.coordinator.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None or group.is_state(DEAD):
             if api_version >= 6:
                 return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, "", "", "")
@@ -54,14 +80,14 @@ class GroupAdmin:
         )
 
     def list_groups(self, states_filter: list[str], types_filter: list[str]) -> tuple[Errors, list[ListedGroup]]:
-        if not self.coordinator.active:
+        if not self.core.active:
             return Errors.COORDINATOR_NOT_AVAILABLE, []
         states = {s.strip().lower() for s in states_filter}
         types = {t.strip().lower() for t in types_filter}
         if types and GROUP_TYPE_CLASSIC not in types:
             return Errors.NONE, []  # consumer (KIP-848) and share groups do not exist here
         listed = []
-        for group in self.coordinator.groups.values():
+        for group in self.core.groups.values():
             if group.is_state(DEAD):
                 continue
             if states and str(group.state).lower() not in states:
@@ -95,14 +121,14 @@ class GroupAdmin:
                 respond([DeletedGroup(r.group_id, failed.get(r.group_id, r.error)) for r in results])
 
         for group_id, records in records_by_group:
-            self.coordinator.emit_append(group_id, records, lambda error, g=group_id: on_written(g, error))
+            self.append(group_id, records, lambda error, g=group_id: on_written(g, error))
 
     def _delete_one(self, group_id: str | None, out: list[tuple[str, tuple[CoordinatorRecord, ...]]]) -> Errors:
-        error = self.coordinator.validate_group_status(group_id, allow_empty=True)
+        error = self.core.validate_group_status(group_id, allow_empty=True)
         if error is not None:
             return error
         assert group_id is not None
-        group = self.coordinator.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None or group.is_state(DEAD):
             return Errors.GROUP_ID_NOT_FOUND
         if not group.is_state(EMPTY):
@@ -110,8 +136,7 @@ class GroupAdmin:
         records: list[CoordinatorRecord] = [OffsetCommitRecord(group_id, t, p, None) for t, p in sorted(group.offsets)]
         records.append(GroupMetadataRecord(group_id, None))
         group.offsets.clear()
-        group.transition_to(DEAD, self.coordinator.wall_ms)
-        del self.coordinator.groups[group_id]
+        self.core.remove_group(group)
         log.info("group_deleted", group_id=group_id, offsets=len(records) - 1)
         out.append((group_id, tuple(records)))
         return Errors.NONE

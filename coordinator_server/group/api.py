@@ -134,6 +134,11 @@ class PendingAppend:
         self.on_complete(error, now_ms)
 
 
+# How a part of the core hands records to the shell: (group id, records, on_done with the write's error).
+# The façade's `emit_append` is one; offsets and admin get it as a plain function, not the whole façade.
+AppendRecords = Callable[[str, tuple[CoordinatorRecord, ...], Callable[[Errors], None]], None]
+
+
 # -- committed offsets ---------------------------------------------------------------------------------
 
 

@@ -9,6 +9,13 @@ completion of a durable append). The core never touches the disk: records it wan
 (parked callbacks, liveness) changes directly; hard state (assignments) changes only once its record is
 durable. Timers are delayed operations in two purgatories on one timing wheel; each re-checks the group
 when it fires, because the group may have moved on.
+
+The cut, after Kafka's GroupCoordinatorShard: this façade owns the group table, the gate and the
+partition state, and composes the parts; every arrow runs from here outwards. The rebalance mechanics
+(rebalance.py) are its base class; the delayed operations (delayed.py) call back through their own
+`RebalanceCallbacks` protocol; the offset manager (offsets.py) and the admin operations (admin.py) see
+this class only through the narrow protocols they define (`OffsetGroups`, `AdminGroups`) and get
+`emit_append` as a plain function. settings.py is a leaf.
 """
 from __future__ import annotations
 
@@ -50,7 +57,7 @@ from .member import MemberMetadata
 from .offsets import OffsetManager
 from .partitioner import partition_for
 from .rebalance import GroupEvents, RebalanceMechanics, map_group_write_error
-from .records import CoordinatorRecord
+from .records import CoordinatorRecord, GroupMetadataRecord
 from .settings import GroupConfig
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 
@@ -91,8 +98,10 @@ class GroupCoordinator(RebalanceMechanics):
         # The leader epoch each held (owned or loading) partition was taken at (seed 004; 0 on one node).
         self.partition_epochs: dict[int, int] = {}
         self._appends: list[PendingAppend] = []
-        self.offsets = OffsetManager(self, config.offset_metadata_max_bytes, config.offsets_retention_ms)
-        self.admin = GroupAdmin(self)
+        self.offsets = OffsetManager(
+            self, self.emit_append, config.offset_metadata_max_bytes, config.offsets_retention_ms
+        )
+        self.admin = GroupAdmin(self, self.emit_append)
         self._cleanup = _OffsetsCleanup(self)
 
     # -- time and effects ----------------------------------------------------------------------------
@@ -136,6 +145,11 @@ class GroupCoordinator(RebalanceMechanics):
 
     def group(self, group_id: str) -> GroupMetadata | None:
         return self.groups.get(group_id)
+
+    def remove_group(self, group: GroupMetadata) -> None:
+        """Mark the group Dead and forget it; its tombstone is the caller's to write."""
+        group.transition_to(DEAD, self.wall_ms)
+        del self.groups[group.group_id]
 
     # -- loading and unloading (seed 004) ------------------------------------------------------------
 
@@ -251,6 +265,29 @@ class GroupCoordinator(RebalanceMechanics):
     def handle_offset_delete(self, inp: OffsetDeleteInput, now_ms: int, respond: OffsetDeleteCallback) -> None:
         self._tick(now_ms)
         self.offsets.handle_offset_delete(inp, respond)
+
+    def cleanup_group_metadata(self) -> tuple[int, int]:
+        """Expire offsets past retention and remove Empty groups left with none. Returns (offsets, groups).
+
+        Kafka's cleanupGroupMetadata: the offset manager drops a group's expired offsets, then the group
+        goes too if it is Empty with nothing committed or in flight; one append per group."""
+        wall_ms = self.wall_ms
+        expired_total = removed_groups = 0
+        for group in list(self.groups.values()):
+            records: list[CoordinatorRecord] = []
+            records.extend(self.offsets.cleanup_expired_offsets(group, wall_ms))
+            expired_total += len(records)
+            if group.is_state(EMPTY) and not group.offsets and not group.pending_offset_commits:
+                self.remove_group(group)
+                records.append(GroupMetadataRecord(group.group_id, None))
+                removed_groups += 1
+                log.info("group_removed", group_id=group.group_id, reason="empty with no committed offsets")
+            if records:
+                # Like Kafka's acks=0 tombstones: a lost one is simply reissued at the next cleanup.
+                self.emit_append(group.group_id, tuple(records), lambda error: None)
+        if expired_total or removed_groups:
+            log.info("offsets_expired", offsets=expired_total, groups_removed=removed_groups)
+        return expired_total, removed_groups
 
     # -- group administration (admin.py) -------------------------------------------------------------
 
@@ -706,5 +743,5 @@ class _OffsetsCleanup(TimerTask):
     def run(self) -> None:
         if not self.coordinator.active:
             return
-        self.coordinator.offsets.cleanup_group_metadata()
+        self.coordinator.cleanup_group_metadata()
         self.coordinator.timer.add(self, self.coordinator.now_ms)

@@ -1,15 +1,43 @@
 """The coordinator's delayed operations (seed 003): each re-checks the group when it fires, because the
-group may have moved on since it was scheduled (stale timers are expected, not bugs)."""
+group may have moved on since it was scheduled (stale timers are expected, not bugs).
+
+They decide nothing themselves: they call back through `RebalanceCallbacks`, which the rebalance mechanics
+(rebalance.py, under the façade in coordinator.py) provide. The arrow runs one way — those modules import
+this one, never the reverse.
+"""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from coordinator_server.purgatory import DelayedOperation, DelayedOperationPurgatory
 
 from .group import GroupMetadata
 
-if TYPE_CHECKING:
-    from .coordinator import GroupCoordinator
+
+class RebalanceCallbacks(Protocol):
+    """What the delayed operations call when they are checked, complete or expire."""
+
+    @property
+    def now_ms(self) -> int: ...
+
+    def try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool: ...
+
+    def on_complete_join(self, group: GroupMetadata) -> None: ...
+
+    def on_expire_join(self, group: GroupMetadata) -> None: ...
+
+    def try_complete_pending_sync(
+        self, group: GroupMetadata, generation_id: int, force_complete: Callable[[], bool]
+    ) -> bool: ...
+
+    def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None: ...
+
+    def try_complete_heartbeat(
+        self, group: GroupMetadata, member_id: str, is_pending: bool, force_complete: Callable[[], bool]
+    ) -> bool: ...
+
+    def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool) -> None: ...
 
 
 def join_key(group_id: str) -> tuple[str, str]:
@@ -27,21 +55,21 @@ def member_key(group_id: str, member_id: str) -> tuple[str, str, str]:
 class DelayedJoin(DelayedOperation):
     """Completes once every member has rejoined and no pending member remains, or at the rebalance timeout."""
 
-    __slots__ = ("coordinator", "group")
+    __slots__ = ("callbacks", "group")
 
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, rebalance_timeout_ms: int) -> None:
+    def __init__(self, callbacks: RebalanceCallbacks, group: GroupMetadata, rebalance_timeout_ms: int) -> None:
         super().__init__(rebalance_timeout_ms)
-        self.coordinator = coordinator
+        self.callbacks = callbacks
         self.group = group
 
     def try_complete(self) -> bool:
-        return self.coordinator.try_complete_join(self.group, self.force_complete)
+        return self.callbacks.try_complete_join(self.group, self.force_complete)
 
     def on_complete(self) -> None:
-        self.coordinator.on_complete_join(self.group)
+        self.callbacks.on_complete_join(self.group)
 
     def on_expiration(self) -> None:
-        self.coordinator.on_expire_join(self.group)
+        self.callbacks.on_expire_join(self.group)
 
 
 class InitialDelayedJoin(DelayedJoin):
@@ -52,14 +80,14 @@ class InitialDelayedJoin(DelayedJoin):
 
     def __init__(
         self,
-        coordinator: GroupCoordinator,
+        callbacks: RebalanceCallbacks,
         purgatory: DelayedOperationPurgatory[DelayedJoin],
         group: GroupMetadata,
         configured_delay_ms: int,
         delay_ms: int,
         remaining_ms: int,
     ) -> None:
-        super().__init__(coordinator, group, delay_ms)
+        super().__init__(callbacks, group, delay_ms)
         self.purgatory = purgatory
         self.configured_delay_ms = configured_delay_ms
         self.remaining_ms = remaining_ms
@@ -74,12 +102,12 @@ class InitialDelayedJoin(DelayedJoin):
             delay = min(self.configured_delay_ms, self.remaining_ms)
             remaining = max(self.remaining_ms - self.delay_ms, 0)
             self.purgatory.try_complete_else_watch(
-                InitialDelayedJoin(self.coordinator, self.purgatory, group, self.configured_delay_ms, delay, remaining),
+                InitialDelayedJoin(self.callbacks, self.purgatory, group, self.configured_delay_ms, delay, remaining),
                 (join_key(group.group_id),),
-                self.coordinator.now_ms,
+                self.callbacks.now_ms,
             )
         else:
-            self.coordinator.on_complete_join(group)
+            self.callbacks.on_complete_join(group)
 
     def on_expiration(self) -> None:
         pass  # every initial wait ends by expiring; that is its design, not a rebalance timeout
@@ -88,43 +116,43 @@ class InitialDelayedJoin(DelayedJoin):
 class DelayedSync(DelayedOperation):
     """After a join completes, every member must SyncGroup within the rebalance timeout (KIP-814 era)."""
 
-    __slots__ = ("coordinator", "generation_id", "group")
+    __slots__ = ("callbacks", "generation_id", "group")
 
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, generation_id: int, timeout_ms: int) -> None:
+    def __init__(self, callbacks: RebalanceCallbacks, group: GroupMetadata, generation_id: int, timeout_ms: int) -> None:
         super().__init__(timeout_ms)
-        self.coordinator = coordinator
+        self.callbacks = callbacks
         self.group = group
         self.generation_id = generation_id
 
     def try_complete(self) -> bool:
-        return self.coordinator.try_complete_pending_sync(self.group, self.generation_id, self.force_complete)
+        return self.callbacks.try_complete_pending_sync(self.group, self.generation_id, self.force_complete)
 
     def on_complete(self) -> None:
         pass
 
     def on_expiration(self) -> None:
-        self.coordinator.on_expire_pending_sync(self.group, self.generation_id)
+        self.callbacks.on_expire_pending_sync(self.group, self.generation_id)
 
 
 class DelayedHeartbeat(DelayedOperation):
     """A member's (or pending member's) session deadline."""
 
-    __slots__ = ("coordinator", "group", "is_pending", "member_id")
+    __slots__ = ("callbacks", "group", "is_pending", "member_id")
 
     def __init__(
-        self, coordinator: GroupCoordinator, group: GroupMetadata, member_id: str, is_pending: bool, timeout_ms: int
+        self, callbacks: RebalanceCallbacks, group: GroupMetadata, member_id: str, is_pending: bool, timeout_ms: int
     ) -> None:
         super().__init__(timeout_ms)
-        self.coordinator = coordinator
+        self.callbacks = callbacks
         self.group = group
         self.member_id = member_id
         self.is_pending = is_pending
 
     def try_complete(self) -> bool:
-        return self.coordinator.try_complete_heartbeat(self.group, self.member_id, self.is_pending, self.force_complete)
+        return self.callbacks.try_complete_heartbeat(self.group, self.member_id, self.is_pending, self.force_complete)
 
     def on_complete(self) -> None:
         pass
 
     def on_expiration(self) -> None:
-        self.coordinator.on_expire_heartbeat(self.group, self.member_id, self.is_pending)
+        self.callbacks.on_expire_heartbeat(self.group, self.member_id, self.is_pending)

@@ -6,17 +6,21 @@ completion, and until then the partition counts as a pending commit (never expir
 the shell holds the group's lock across that append, a fetch that takes the same lock waits behind earlier
 commits — which is what RequireStable asks for, and what the new coordinator does instead of answering
 UNSTABLE_OFFSET_COMMIT (only transactional commits would, and this server has no transactions).
+
+Like the new coordinator's OffsetMetadataManager, the offset manager does not reach into the group side:
+it gets a narrow view of it (`OffsetGroups`: a group lookup, the gate and member validation, the commit-as-
+heartbeat) and an append function. The façade (coordinator.py) provides both and imports this module;
+nothing here imports the façade.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import structlog
+from typing import Protocol
 
 from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from protocol.errors import Errors
 
 from .api import (
+    AppendRecords,
     CommitPartition,
     FetchedOffset,
     OffsetCommitCallback,
@@ -30,16 +34,10 @@ from .api import (
     PartitionResult,
 )
 from .group import GroupMetadata
-from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitRecord, OffsetCommitValue
+from .member import MemberMetadata
+from .records import OffsetCommitRecord, OffsetCommitValue
+from .settings import OFFSETS_RETENTION_MS
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
-
-if TYPE_CHECKING:
-    from .coordinator import GroupCoordinator
-
-log = structlog.get_logger("coordinator_server.group.offsets")
-
-OFFSETS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # offsets.retention.minutes = 10080
-OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000
 
 # Write errors as OffsetCommit reports them (Scala GroupCoordinator / new OffsetMetadataManager).
 _COMMIT_WRITE_ERRORS = {
@@ -56,14 +54,35 @@ _COMMIT_WRITE_ERRORS = {
 }
 
 
+class OffsetGroups(Protocol):
+    """The group side as the offset manager sees it."""
+
+    @property
+    def wall_ms(self) -> int: ...
+
+    def group(self, group_id: str) -> GroupMetadata | None: ...
+
+    def create_simple_group(self, group_id: str) -> GroupMetadata: ...
+
+    def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> Errors | None: ...
+
+    def validate_current_member(
+        self, group: GroupMetadata, member_id: str, group_instance_id: str | None, operation: str
+    ) -> Errors | None: ...
+
+    def complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None: ...
+
+
 class OffsetManager:
     def __init__(
         self,
-        coordinator: GroupCoordinator,
+        core: OffsetGroups,
+        append: AppendRecords,
         offset_metadata_max_bytes: int = 4096,
         retention_ms: int = OFFSETS_RETENTION_MS,
     ) -> None:
-        self.coordinator = coordinator
+        self.core = core
+        self.append = append
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
         self.retention_ms = retention_ms
 
@@ -73,26 +92,26 @@ class OffsetManager:
         def all_fail(error: Errors) -> None:
             respond(OffsetCommitResult([PartitionResult(p.topic, p.partition, error) for p in inp.partitions]))
 
-        coordinator = self.coordinator
-        error = coordinator.validate_group_status(inp.group_id, allow_empty=True)
+        core = self.core
+        error = core.validate_group_status(inp.group_id, allow_empty=True)
         if error is not None:
             all_fail(error)
             return
         assert inp.group_id is not None
-        group = coordinator.groups.get(inp.group_id)
+        group = core.group(inp.group_id)
         if group is None:
             if inp.generation_id >= 0:
                 # A member of a group this coordinator does not know: v9+ says so (new coordinator).
                 all_fail(Errors.GROUP_ID_NOT_FOUND if inp.api_version >= 9 else Errors.ILLEGAL_GENERATION)
                 return
-            group = coordinator.create_simple_group(inp.group_id)
+            group = core.create_simple_group(inp.group_id)
         error = self._validate_commit(group, inp)
         if error is not None:
             all_fail(error)
             return
         if group.state in (STABLE, PREPARING_REBALANCE) and group.has(inp.member_id):
             # A commit from a member counts as a heartbeat.
-            coordinator.complete_and_schedule_next_heartbeat(group, group.get(inp.member_id))
+            core.complete_and_schedule_next_heartbeat(group, group.get(inp.member_id))
         self._store_offsets(group, inp, respond)
 
     def _validate_commit(self, group: GroupMetadata, inp: OffsetCommitInput) -> Errors | None:
@@ -101,7 +120,7 @@ class OffsetManager:
         if inp.generation_id < 0 and group.is_state(EMPTY):
             return None  # simple consumers and admin tools: no member checks at all
         if inp.generation_id >= 0 or inp.member_id or inp.group_instance_id is not None:
-            error = self.coordinator.validate_current_member(group, inp.member_id, inp.group_instance_id, "offset-commit")
+            error = self.core.validate_current_member(group, inp.member_id, inp.group_instance_id, "offset-commit")
             if error is not None:
                 return error
             if inp.generation_id != group.generation_id:
@@ -113,7 +132,7 @@ class OffsetManager:
         return None
 
     def _store_offsets(self, group: GroupMetadata, inp: OffsetCommitInput, respond: OffsetCommitCallback) -> None:
-        wall_ms = self.coordinator.wall_ms
+        wall_ms = self.core.wall_ms
         expire_ms = wall_ms + inp.retention_time_ms if inp.retention_time_ms != -1 else -1
         results: dict[tuple[str, int], Errors] = {}
         to_write: list[tuple[CommitPartition, OffsetCommitValue]] = []
@@ -150,16 +169,16 @@ class OffsetManager:
                 results[key] = _COMMIT_WRITE_ERRORS.get(error, error)
             answer()
 
-        self.coordinator.emit_append(group.group_id, records, on_done)
+        self.append(group.group_id, records, on_done)
 
     # -- OffsetFetch (§2.7) --------------------------------------------------------------------------
 
     def handle_offset_fetch(self, inp: OffsetFetchInput) -> OffsetFetchResult:
-        error = self.coordinator.validate_group_status(inp.group_id, allow_empty=True)
+        error = self.core.validate_group_status(inp.group_id, allow_empty=True)
         if error is not None:
             return OffsetFetchResult(error, [])
         assert inp.group_id is not None
-        group = self.coordinator.groups.get(inp.group_id)
+        group = self.core.group(inp.group_id)
         offsets = {} if group is None or group.is_state(DEAD) else group.offsets
         if inp.partitions is None:
             return OffsetFetchResult(Errors.NONE, [
@@ -177,12 +196,12 @@ class OffsetManager:
     # -- OffsetDelete (§2.11) ------------------------------------------------------------------------
 
     def handle_offset_delete(self, inp: OffsetDeleteInput, callback: OffsetDeleteCallback) -> None:
-        error = self.coordinator.validate_group_status(inp.group_id)
+        error = self.core.validate_group_status(inp.group_id)
         if error is not None:
             callback(OffsetDeleteResult(error, []))
             return
         assert inp.group_id is not None
-        group = self.coordinator.groups.get(inp.group_id)
+        group = self.core.group(inp.group_id)
         if group is None or group.is_state(DEAD):
             callback(OffsetDeleteResult(Errors.GROUP_ID_NOT_FOUND, []))
             return
@@ -204,35 +223,21 @@ class OffsetManager:
         if not tombstones:
             callback(OffsetDeleteResult(Errors.NONE, results))
             return
-        self.coordinator.emit_append(
+        self.append(
             group.group_id, tuple(tombstones),
             lambda error: callback(OffsetDeleteResult(Errors.NONE, results)),
         )
 
     # -- retention (§6) ------------------------------------------------------------------------------
 
-    def cleanup_group_metadata(self) -> tuple[int, int]:
-        """Expire offsets past retention and remove Empty groups left with none. Returns (offsets, groups)."""
-        wall_ms = self.coordinator.wall_ms
-        expired_total = removed_groups = 0
-        for group in list(self.coordinator.groups.values()):
-            expired = self._expired_offsets(group, wall_ms)
-            records: list[CoordinatorRecord] = [OffsetCommitRecord(group.group_id, t, p, None) for t, p in expired]
-            for key in expired:
-                del group.offsets[key]
-            expired_total += len(expired)
-            if group.is_state(EMPTY) and not group.offsets and not group.pending_offset_commits:
-                group.transition_to(DEAD, wall_ms)
-                del self.coordinator.groups[group.group_id]
-                records.append(GroupMetadataRecord(group.group_id, None))
-                removed_groups += 1
-                log.info("group_removed", group_id=group.group_id, reason="empty with no committed offsets")
-            if records:
-                # Like Kafka's acks=0 tombstones: a lost one is simply reissued at the next cleanup.
-                self.coordinator.emit_append(group.group_id, tuple(records), lambda error: None)
-        if expired_total or removed_groups:
-            log.info("offsets_expired", offsets=expired_total, groups_removed=removed_groups)
-        return expired_total, removed_groups
+    def cleanup_expired_offsets(self, group: GroupMetadata, wall_ms: int) -> list[OffsetCommitRecord]:
+        """Drop the group's offsets past retention; returns their tombstones (the new coordinator's
+        cleanupExpiredOffsets). Whether the group goes too is the group side's call (the façade's
+        `cleanup_group_metadata`)."""
+        expired = self._expired_offsets(group, wall_ms)
+        for key in expired:
+            del group.offsets[key]
+        return [OffsetCommitRecord(group.group_id, t, p, None) for t, p in expired]
 
     def _expired_offsets(self, group: GroupMetadata, wall_ms: int) -> list[tuple[str, int]]:
         if group.protocol_type is not None and group.is_state(EMPTY):

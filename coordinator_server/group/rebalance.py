@@ -3,7 +3,9 @@ deadline, session liveness, removing members, and handing records to the shell (
 kafka-semantics.md §3.8-§3.10, §5.6).
 
 `GroupCoordinator` (coordinator.py) builds on this class; the delayed operations in delayed.py call back
-into it. Every callback re-checks the group, because a timer set for one generation may fire in another.
+into it through their `RebalanceCallbacks` protocol, which this class satisfies — so delayed.py needs no
+import of this module or of the façade. Every callback re-checks the group, because a timer set for one
+generation may fire in another.
 """
 from __future__ import annotations
 

@@ -1,12 +1,14 @@
-"""The group coordinator's settings, with Kafka's defaults (GroupCoordinatorConfig)."""
+"""The group coordinator's settings, with Kafka's defaults (GroupCoordinatorConfig).
+
+A leaf: it imports nothing of the group package, so every module of it may read these."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .offsets import OFFSETS_RETENTION_CHECK_INTERVAL_MS, OFFSETS_RETENTION_MS
-
 # Kafka's NewMemberJoinTimeoutMs: a new member whose JoinGroup stays parked this long is dropped.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+OFFSETS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # offsets.retention.minutes = 10080
+OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000
 
 
 @dataclass(frozen=True, slots=True)

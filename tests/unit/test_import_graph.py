@@ -1,0 +1,199 @@
+"""No import circles in the coordinator core (style.md: small modules, no import circles).
+
+Every module of `coordinator_server/` is parsed with `ast`; every import counts — at module level, inside a
+function, or under `if TYPE_CHECKING:` (a type-only import back is still an arrow back). An arrow goes to
+the module named by the import: `from pkg import name` points at `pkg.name` when that is a module, else at
+`pkg` (its `__init__`). Parent packages that Python initialises on the way are not arrows of their own.
+
+The circle is broken by protocols the parts define (offsets, admin, the delayed operations); the last test
+checks that the façade, GroupCoordinator, still provides every member they declare.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from coordinator_server.group.admin import AdminGroups
+from coordinator_server.group.coordinator import GroupConfig, GroupCoordinator
+from coordinator_server.group.delayed import RebalanceCallbacks
+from coordinator_server.group.offsets import OffsetGroups
+from coordinator_server.purgatory import Timer
+
+PACKAGE = "coordinator_server"
+ROOT = Path(__file__).resolve().parents[2] / PACKAGE
+
+Graph = dict[str, set[str]]
+
+
+def module_names() -> dict[str, Path]:
+    modules = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _imported(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, known: set[str]) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            yield alias.name
+        return
+    if node.level:
+        # A package's own __init__ is its base for `from . import x`; a plain module's base is its package.
+        base = module.split(".")
+        if not is_package:
+            base.pop()
+        base = base[: len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    for alias in node.names:
+        submodule = f"{target}.{alias.name}"
+        yield submodule if submodule in known else target
+
+
+def import_graph() -> Graph:
+    modules = module_names()
+    known = set(modules)
+    graph: Graph = {name: set() for name in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for target in _imported(name, path.name == "__init__.py", node, known):
+                    if target in known and target != name:
+                        graph[name].add(target)
+    return graph
+
+
+def knots(graph: Graph) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return components
+
+
+def cycles(graph: Graph) -> list[list[str]]:
+    """One cycle through each knot."""
+    return [_cycle_in(graph, knot) for knot in knots(graph)]
+
+
+def _cycle_in(graph: Graph, component: set[str]) -> list[str]:
+    """A shortest way back to the component's first module (breadth first inside the component)."""
+    start = min(component)
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for v in frontier:
+            for w in sorted(graph[v] & component):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [*reversed(path), start]
+                if w not in previous:
+                    previous[w] = v
+                    following.append(w)
+        frontier = following
+    raise AssertionError(f"no cycle in the component {sorted(component)}")
+
+
+def describe(graph: Graph) -> str:
+    """Each knot's shortest cycle, and the other modules caught in the same knot."""
+    lines = []
+    for knot in knots(graph):
+        cycle = _cycle_in(graph, knot)
+        lines.append(" -> ".join(cycle))
+        rest = sorted(knot - set(cycle))
+        if rest:
+            lines.append(f"  (same knot: {', '.join(rest)})")
+    return "\n".join(lines)
+
+
+def test_the_group_core_has_no_import_cycle() -> None:
+    graph = import_graph()
+    group = {name for name in graph if name.startswith(f"{PACKAGE}.group.")}
+    core = {name: graph[name] & group for name in group}
+    assert not cycles(core), f"import cycles in {PACKAGE}.group:\n{describe(core)}"
+
+
+def test_the_whole_package_has_no_import_cycle() -> None:
+    graph = import_graph()
+    assert not cycles(graph), f"import cycles in {PACKAGE}:\n{describe(graph)}"
+
+
+def test_the_cycle_finder_finds_a_type_checking_arrow_back() -> None:
+    # The finder itself must be able to fail: a type-only import back is a cycle.
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n"
+    tree = ast.parse(source)
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    known = {"p.a", "p.b"}
+    targets = {t for node in imports for t in _imported("p.b", False, node, known) if t in known}
+    assert targets == {"p.a"}
+    assert cycles({"p.a": {"p.b"}, "p.b": targets}) == [["p.a", "p.b", "p.a"]]
+    assert cycles({"p.a": {"p.b"}, "p.b": set()}) == []
+
+
+def test_relative_imports_resolve_from_a_package_init_and_from_a_module() -> None:
+    known = {"p", "p.q", "p.q.r", "p.s"}
+    from_init = ast.parse("from . import r\nfrom .. import s\n").body
+    from_module = ast.parse("from . import r\nfrom ..s import x\n").body
+    assert [t for n in from_init for t in _imported("p.q", True, n, known)] == ["p.q.r", "p.s"]  # type: ignore[arg-type]
+    assert [t for n in from_module for t in _imported("p.q.m", False, n, known)] == ["p.q.r", "p.s"]  # type: ignore[arg-type]
+
+
+# -- the narrow interfaces ---------------------------------------------------------------------------
+
+
+def _protocol_members(protocol: type) -> dict[str, object]:
+    return {name: value for name, value in vars(protocol).items()
+            if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property))}
+
+
+@pytest.mark.parametrize("protocol", [OffsetGroups, AdminGroups, RebalanceCallbacks], ids=lambda p: p.__name__)
+def test_the_facade_provides_what_each_part_asks_for(protocol: type) -> None:
+    # mypy checks this statically (`make lint`); this keeps it checked where only pytest runs.
+    coordinator = GroupCoordinator(GroupConfig(), 1, Timer(0))
+    members = _protocol_members(protocol)
+    assert members, f"{protocol.__name__} declares nothing"
+    for name, declared in members.items():
+        provided = getattr(coordinator, name)  # an AttributeError names what is missing
+        if inspect.isfunction(declared):
+            assert callable(provided), f"GroupCoordinator.{name} is not callable"
+            wanted = list(inspect.signature(declared).parameters)[1:]
+            assert list(inspect.signature(provided).parameters) == wanted, f"GroupCoordinator.{name}{wanted}"
