@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from coordinator_server.group.records import GroupMetadataValue, OffsetCommitRecord
+from coordinator_server.group.records import GroupMetadataRecord, GroupMetadataValue, OffsetCommitRecord
 from coordinator_server.storage.codec import OtherRecord, RecordDecodeError, decode_or_error
 
 # kafka-python 3.0.12 reads its JSON specs with importlib.resources functions deprecated since 3.11.
@@ -118,24 +118,31 @@ def offsets_rows(where: SegmentPath, content: bytes) -> Iterator[dict[str, Any]]
 
 
 def _offsets_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
-    rec = decode_or_error(key, value)
-    if isinstance(rec, RecordDecodeError):
-        return {"record_type": "error", "error": str(rec)}
-    if isinstance(rec, OtherRecord):
-        # KIP-848 / share-group / streams-group records: the server skips them on replay, and so do the jobs.
-        return {"record_type": "other", "key_version": rec.key_version}
-    if isinstance(rec, OffsetCommitRecord):
-        v = rec.value
-        row: dict[str, Any] = {"record_type": "offset_commit", "group": rec.group_id, "topic": rec.topic,
-                               "partition": rec.partition, "tombstone": v is None}
-        if v is not None:
-            row.update(committed_offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,
-                       commit_timestamp=v.commit_timestamp_ms,
-                       expire_timestamp=None if v.expire_timestamp_ms < 0 else v.expire_timestamp_ms)
-        return row
-    row = {"record_type": "group_metadata", "group": rec.group_id, "tombstone": rec.value is None}
-    if rec.value is not None:
-        row.update(_group_value(rec.value))
+    match decode_or_error(key, value):
+        case RecordDecodeError() as e:
+            return {"record_type": "error", "error": str(e)}
+        case OtherRecord(key_version=version):
+            # KIP-848 / share / streams group records: the server skips them on replay, and so do the jobs.
+            return {"record_type": "other", "key_version": version}
+        case OffsetCommitRecord() as commit:
+            return _offset_commit_row(commit)
+        case GroupMetadataRecord(group_id=group, value=group_value):
+            row: dict[str, Any] = {"record_type": "group_metadata", "group": group,
+                                   "tombstone": group_value is None}
+            if group_value is not None:
+                row.update(_group_value(group_value))
+            return row
+    raise AssertionError("decode_or_error returns one of the four")
+
+
+def _offset_commit_row(rec: OffsetCommitRecord) -> dict[str, Any]:
+    v = rec.value
+    row: dict[str, Any] = {"record_type": "offset_commit", "group": rec.group_id, "topic": rec.topic,
+                           "partition": rec.partition, "tombstone": v is None}
+    if v is not None:
+        row.update(committed_offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,
+                   commit_timestamp=v.commit_timestamp_ms,
+                   expire_timestamp=None if v.expire_timestamp_ms < 0 else v.expire_timestamp_ms)
     return row
 
 
