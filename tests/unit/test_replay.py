@@ -301,6 +301,7 @@ async def test_unknown_record_types_are_logged_each_time_and_skipped(tmp_path: P
     assert records == [OffsetCommitRecord("g", "t", 0, OffsetCommitValue(1, -1, "", 1, -1))]
     skipped = [e for e in logs if e["event"] == "unknown_record_type_skipped"]
     assert [(e["offset"], e["key_version"]) for e in skipped] == [(0, 5), (2, 5)]
+    assert {e["record_type"] for e in skipped} == {"ConsumerGroupMemberMetadata"}
     await log.close()
 
 
