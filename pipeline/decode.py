@@ -1,8 +1,9 @@
 """Segment bytes -> plain rows: what every Spark task of `pipeline.reader` runs, with no Spark in sight.
 
 The format work is all borrowed: kafka-python's `DefaultRecordBatch` walks and CRC-checks the v2 batches,
-`coordinator_server.storage.codec.decode_record` — the decoder the server replays its own log with —
-reads the `__consumer_offsets` keys and values, and kafka-python's `ConsumerProtocolSubscription` /
+`coordinator_server.storage.codec.decode` — the one decoder of `__consumer_offsets`, which the server
+replays its own log with and `dump-log` prints with — reads the keys and values (record types the server
+does not load come back as `OtherRecord`), and kafka-python's `ConsumerProtocolSubscription` /
 `ConsumerProtocolAssignment` read a consumer group's member bytes. This module only maps their objects
 to rows.
 
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from coordinator_server.group.records import GroupMetadataRecord, GroupMetadataValue, OffsetCommitRecord
-from coordinator_server.storage.codec import RecordDecodeError, decode_record, record_key_version
+from coordinator_server.storage.codec import OtherRecord, RecordDecodeError, decode_or_error
 
 # kafka-python 3.0.12 reads its JSON specs with importlib.resources functions deprecated since 3.11.
 with warnings.catch_warnings():
@@ -117,28 +118,32 @@ def offsets_rows(where: SegmentPath, content: bytes) -> Iterator[dict[str, Any]]
 
 
 def _offsets_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
-    if key is None:
-        return {"record_type": "error", "error": "record without a key"}
-    try:
-        rec = decode_record(bytes(key), None if value is None else bytes(value))
-    except RecordDecodeError as e:
-        return {"record_type": "error", "error": str(e)}
-    if isinstance(rec, OffsetCommitRecord):
-        v = rec.value
-        row: dict[str, Any] = {"record_type": "offset_commit", "group": rec.group_id, "topic": rec.topic,
-                               "partition": rec.partition, "tombstone": v is None}
-        if v is not None:
-            row.update(committed_offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,
-                       commit_timestamp=v.commit_timestamp_ms,
-                       expire_timestamp=None if v.expire_timestamp_ms < 0 else v.expire_timestamp_ms)
-        return row
-    if isinstance(rec, GroupMetadataRecord):
-        row = {"record_type": "group_metadata", "group": rec.group_id, "tombstone": rec.value is None}
-        if rec.value is not None:
-            row.update(_group_value(rec.value))
-        return row
-    # KIP-848 / share-group / transaction records: the server skips them on replay, and so do the jobs.
-    return {"record_type": "other", "key_version": record_key_version(bytes(key))}
+    match decode_or_error(key, value):
+        case RecordDecodeError() as e:
+            return {"record_type": "error", "error": str(e)}
+        case OtherRecord(key_version=version):
+            # KIP-848 / share / streams group records: the server skips them on replay, and so do the jobs.
+            return {"record_type": "other", "key_version": version}
+        case OffsetCommitRecord() as commit:
+            return _offset_commit_row(commit)
+        case GroupMetadataRecord(group_id=group, value=group_value):
+            row: dict[str, Any] = {"record_type": "group_metadata", "group": group,
+                                   "tombstone": group_value is None}
+            if group_value is not None:
+                row.update(_group_value(group_value))
+            return row
+    raise AssertionError("decode_or_error returns one of the four")
+
+
+def _offset_commit_row(rec: OffsetCommitRecord) -> dict[str, Any]:
+    v = rec.value
+    row: dict[str, Any] = {"record_type": "offset_commit", "group": rec.group_id, "topic": rec.topic,
+                           "partition": rec.partition, "tombstone": v is None}
+    if v is not None:
+        row.update(committed_offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,
+                   commit_timestamp=v.commit_timestamp_ms,
+                   expire_timestamp=None if v.expire_timestamp_ms < 0 else v.expire_timestamp_ms)
+    return row
 
 
 def _group_value(v: GroupMetadataValue) -> dict[str, Any]:

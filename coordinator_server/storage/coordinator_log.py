@@ -63,7 +63,7 @@ from coordinator_server.config import FsyncPolicy
 from coordinator_server.group.records import CoordinatorRecord
 from coordinator_server.storage import compaction
 from coordinator_server.storage.batch import HEADER_SIZE
-from coordinator_server.storage.codec import decode_record, encode_record, record_key_version
+from coordinator_server.storage.codec import OtherRecord, decode, encode_record
 from coordinator_server.storage.errors import RecordDecodeError, RecordTooLargeError, StorageError
 from coordinator_server.storage.index import DEFAULT_INDEX_INTERVAL_BYTES
 from coordinator_server.storage.log import (
@@ -200,12 +200,12 @@ class CoordinatorLog:
             if rec.key is None:
                 raise RecordDecodeError(f"{where}: record has no key")
             try:
-                decoded = decode_record(rec.key, rec.value)
+                decoded = decode(rec.key, rec.value)
             except RecordDecodeError as e:
                 raise RecordDecodeError(f"{where}: {e}") from e
-            if decoded is None:
+            if isinstance(decoded, OtherRecord):
                 log.warning("unknown_record_type_skipped", partition=partition, offset=rec.offset,
-                            key_version=record_key_version(rec.key))
+                            key_version=decoded.key_version, record_type=decoded.type_name)
                 continue
             yield decoded
 

@@ -24,15 +24,15 @@ decode no longer refuses the start (a key that does not decode still does; so do
 Every batch is still CRC-checked once per start and every record's framing is still parsed and checked
 (`PartitionLog.checked_batches`, `_records`): corruption anywhere still refuses the start.
 
-The hand-written decoders (`_records`, `decode_key`, `decode_offset_value`) only take the common,
-well-formed shapes: uncompressed batches of records without headers; OffsetCommitKey v0-1,
-GroupMetadataKey v2, OffsetCommitValue v0-3. Anything else, and anything that does not parse cleanly, goes
-to kafka-python's decoders (`storage.batch.batch_records`, `storage.codec`), which decode it or raise their
-usual errors; tests check both agree on generated input (docs/decisions.md, Storage).
+Keys and values are decoded by `storage.codec`, the one decoder of `__consumer_offsets` (its fast,
+`struct`-based path; dump-log and the pipeline use the same functions). The hand-written batch walker
+(`_records`) only takes the common, well-formed shape: uncompressed batches of records without headers.
+Anything else, and anything that does not parse cleanly, goes to kafka-python's record parser
+(`storage.batch.batch_records`), which reads it or raises its usual errors; tests check both agree on
+generated input (docs/decisions.md, Storage).
 """
 from __future__ import annotations
 
-import struct
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -40,15 +40,16 @@ from typing import Any
 
 import structlog
 
-from coordinator_server.group.records import (
-    CoordinatorRecord,
-    GroupMetadataRecord,
-    GroupMetadataValue,
-    OffsetCommitRecord,
-    OffsetCommitValue,
-)
-from coordinator_server.storage import codec
+from coordinator_server.group.records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitRecord
 from coordinator_server.storage.batch import BadBatch, batch_records
+from coordinator_server.storage.codec import (
+    OFFSET_COMMIT_KEY,
+    OtherRecord,
+    RecordKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+)
 from coordinator_server.storage.errors import CorruptLogError, RecordDecodeError
 
 with warnings.catch_warnings():
@@ -64,77 +65,6 @@ _HEADER_SIZE = _HEADER.size
 # Attributes bits that send a batch to kafka-python: compression codec, transactional, control.
 _SLOW_ATTRIBUTES = 0x07 | 0x10 | 0x20
 
-_OFFSET_KEY = 0  # (kind, group, (topic, partition))
-_GROUP_KEY = 1  # (kind, group, None)
-_UNKNOWN_KEY = None  # a record type this server does not read
-
-_KEY_HEAD = struct.Struct(">hh")  # key version, first string's length
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_V0 = struct.Struct(">qh")  # offset, metadata length
-_V3 = struct.Struct(">qih")  # offset, leader epoch, metadata length
-_TS1 = struct.Struct(">qq")  # commit, expire timestamps (v1)
-
-
-# -- keys and values --------------------------------------------------------------------------------
-
-def decode_key(key: bytes) -> tuple[int, str, tuple[str, int] | None] | None:
-    """(_OFFSET_KEY, group, (topic, partition)) or (_GROUP_KEY, group, None) for a key, None for a record
-    type this server does not read; raises RecordDecodeError as `codec.decode_record` does."""
-    try:
-        version, glen = _KEY_HEAD.unpack_from(key)
-        if version in (0, 1):
-            p = 4 + glen
-            group = key[4:p].decode()
-            tlen = _I16.unpack_from(key, p)[0]
-            q = p + 2 + tlen
-            if glen >= 0 and tlen >= 0 and len(key) == q + 4:
-                return _OFFSET_KEY, group, (key[p + 2:q].decode(), _I32.unpack_from(key, q)[0])
-        elif version == 2 and glen >= 0 and len(key) == 4 + glen:
-            return _GROUP_KEY, key[4:].decode(), None
-    except (struct.error, UnicodeDecodeError):
-        pass
-    return _slow_key(key)
-
-
-def _slow_key(key: bytes) -> tuple[int, str, tuple[str, int] | None] | None:
-    """kafka-python's reading of a key the fast path did not take (or its RecordDecodeError)."""
-    rec = codec.decode_record(key, None)
-    if rec is None:
-        return _UNKNOWN_KEY
-    if isinstance(rec, OffsetCommitRecord):
-        return _OFFSET_KEY, rec.group_id, (rec.topic, rec.partition)
-    return _GROUP_KEY, rec.group_id, None
-
-
-def decode_offset_value(value: bytes) -> OffsetCommitValue:
-    """An OffsetCommitValue, exactly as `codec.decode_record` reads it (or its RecordDecodeError)."""
-    try:
-        version = _I16.unpack_from(value)[0]
-        if version == 3:
-            offset, epoch, mlen = _V3.unpack_from(value, 2)
-            p = 16 + mlen
-            if mlen >= 0 and len(value) == p + 8:
-                return OffsetCommitValue(offset, epoch, value[16:p].decode(), _I64.unpack_from(value, p)[0], -1)
-        elif version in (0, 2):
-            offset, mlen = _V0.unpack_from(value, 2)
-            p = 12 + mlen
-            if mlen >= 0 and len(value) == p + 8:
-                return OffsetCommitValue(offset, -1, value[12:p].decode(), _I64.unpack_from(value, p)[0], -1)
-        elif version == 1:
-            offset, mlen = _V0.unpack_from(value, 2)
-            p = 12 + mlen
-            if mlen >= 0 and len(value) == p + 16:
-                commit, expire = _TS1.unpack_from(value, p)
-                return OffsetCommitValue(offset, -1, value[12:p].decode(), commit, expire)
-    except (struct.error, UnicodeDecodeError):
-        pass
-    return codec._decode_offset_value(value)  # v4, or not well-formed: the reference decoder decides
-
-
-def decode_group_value(value: bytes) -> GroupMetadataValue:
-    return codec._decode_group_value(value)
 
 
 # -- records of a batch -----------------------------------------------------------------------------
@@ -233,7 +163,7 @@ class LatestRecords:
         self.partition = partition
         self.groups: dict[str, tuple[int, bytes | None]] = {}
         self.offsets: dict[str, dict[tuple[str, int], tuple[int, bytes]]] = {}
-        self._keys: dict[bytes, tuple[int, str, tuple[str, int] | None] | None] = {}
+        self._keys: dict[bytes, RecordKey] = {}
         self.records_read = 0
 
     def add_batches(self, batches: Iterable[tuple[Path, int, bytes, bool]]) -> None:
@@ -256,7 +186,7 @@ class LatestRecords:
                 if k is None:
                     continue
             kind, group, tp = k
-            if kind == _OFFSET_KEY:
+            if kind == OFFSET_COMMIT_KEY:
                 group_offsets = offsets.get(group)
                 if value is None:
                     if group_offsets is not None:
@@ -273,7 +203,7 @@ class LatestRecords:
                 groups[group] = (offset, value)
         self.records_read += len(records)
 
-    def _new_key(self, offset: int, key: bytes | None) -> tuple[int, str, tuple[str, int] | None] | None:
+    def _new_key(self, offset: int, key: bytes | None) -> RecordKey | None:
         where = f"__consumer_offsets-{self.partition} offset {offset}"
         if key is None:
             raise RecordDecodeError(f"{where}: record has no key")
@@ -281,10 +211,10 @@ class LatestRecords:
             k = decode_key(key)
         except RecordDecodeError as e:
             raise RecordDecodeError(f"{where}: {e}") from e
-        if k is None:
+        if isinstance(k, OtherRecord):
             # Not cached: every such record is logged, as the full replay does.
             log.warning("unknown_record_type_skipped", partition=self.partition, offset=offset,
-                        key_version=codec.record_key_version(key))
+                        key_version=k.key_version, record_type=k.type_name)
             return None
         self._keys[key] = k
         return k

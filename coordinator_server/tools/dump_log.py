@@ -1,8 +1,8 @@
 """`coordinator-server dump-log PATH...`: Kafka's `kafka-dump-log.sh` (with `--offsets-decoder`) for our segments.
 
 A PATH is a segment file (`%020d.log`) or a partition directory (all its segments, in offset order). A
-segment under `__consumer_offsets-<p>/` has its records decoded with `storage.codec`, the decoder the
-server itself replays with: group metadata (members, and for consumer groups their subscriptions and
+segment under `__consumer_offsets-<p>/` has its records decoded with `storage.codec.decode`, the one
+decoder of that topic, which the server itself replays with: group metadata (members, and for consumer groups their subscriptions and
 assignments decoded with kafka-python's consumer-protocol classes), offset commits, tombstones. Any other
 segment is a topic partition: one line per batch header, and with `--print-records` its keys and values.
 
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coordinator_server.group.records import GroupMetadataRecord, GroupMetadataValue, OffsetCommitRecord
-from coordinator_server.storage.codec import RecordDecodeError, decode_record, record_key_version
+from coordinator_server.group.records import GroupMetadataValue, OffsetCommitRecord
+from coordinator_server.storage.codec import OtherRecord, RecordDecodeError, decode_or_error
 from coordinator_server.storage.log import HEADER_SIZE
 from coordinator_server.tools.output import EXIT_OK, ToolError, run_tool
 
@@ -218,12 +218,12 @@ def _bytes_field(name: str, data: bytes | None) -> dict[str, Any]:
 
 
 def decode_offsets_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
-    if key is None:
-        return {"record_type": "unknown", "error": "record without a key"}
-    try:
-        rec = decode_record(bytes(key), None if value is None else bytes(value))
-    except RecordDecodeError as e:
-        return {"record_type": "unknown", "error": str(e)}
+    rec = decode_or_error(key, value)
+    if isinstance(rec, RecordDecodeError):
+        return {"record_type": "unknown", "error": str(rec)}
+    if isinstance(rec, OtherRecord):
+        # KIP-848 / share-group / streams-group record types: the server skips them on replay, so do we.
+        return {"record_type": "unknown", "key_version": rec.key_version}
     if isinstance(rec, OffsetCommitRecord):
         v = rec.value
         return {"record_type": "offset_commit", "group_id": rec.group_id, "topic": rec.topic,
@@ -231,11 +231,8 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> dict[str, A
                 "value": None if v is None else {
                     "offset": v.offset, "leader_epoch": v.leader_epoch, "metadata": v.metadata,
                     "commit_timestamp": v.commit_timestamp_ms, "expire_timestamp": v.expire_timestamp_ms}}
-    if isinstance(rec, GroupMetadataRecord):
-        return {"record_type": "group_metadata", "group_id": rec.group_id, "tombstone": rec.value is None,
-                "value": None if rec.value is None else _group_value(rec.value)}
-    # KIP-848 / share-group / transaction record types: the server skips them on replay, so do we.
-    return {"record_type": "unknown", "key_version": record_key_version(bytes(key))}
+    return {"record_type": "group_metadata", "group_id": rec.group_id, "tombstone": rec.value is None,
+            "value": None if rec.value is None else _group_value(rec.value)}
 
 
 def _group_value(v: GroupMetadataValue) -> dict[str, Any]:

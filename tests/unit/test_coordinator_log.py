@@ -213,6 +213,7 @@ async def test_unknown_record_types_are_skipped_with_a_warning(tmp_path: Path) -
         assert list(log.replay(0)) == [commit("g", 1)]
     assert [(e["event"], e["partition"], e["offset"], e["key_version"]) for e in logs] == \
         [("unknown_record_type_skipped", 0, 1, 5)]
+    assert logs[0]["record_type"] == "ConsumerGroupMemberMetadata"
     await log.close()
 
 
