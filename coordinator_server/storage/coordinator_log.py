@@ -1,4 +1,5 @@
-"""The `__consumer_offsets` partitions of one data directory, with an asyncio group-commit writer.
+"""The `__consumer_offsets` partitions of one data directory: encoding, replay and compaction over the
+one group-commit writer (`storage.group_commit`).
 
 Theory of operation
 -------------------
@@ -97,7 +98,6 @@ class CoordinatorLog:
         self.data_dir = data_dir
         self._max_batch_bytes = max_batch_bytes
         self._partitions = partitions
-        self._fsync = fsync
         self._logs = logs
         self._lock_fd = lock_fd
         # Closing, and the file half of a cleaner's swap; appends go through the writer.
@@ -251,7 +251,7 @@ class CoordinatorLog:
                 self._run_cleaner(), name="coordinator-log-cleaner")
 
     def _close_all(self, results: dict[Target, StorageError | None]) -> None:
-        """In the I/O thread, after the writer's last fsync of every partition."""
+        """In the log's own thread, after the writer's last fsync of every partition."""
         first_error: StorageError | None = None
         for t in self._targets:
             err = results.get(t)

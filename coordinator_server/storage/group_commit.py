@@ -157,6 +157,28 @@ class GroupCommitWriter:
             results |= await asyncio.wrap_future(self._sync_runner.submit(self._sync_plans, plans))
         return results
 
+    async def truncate(self, target: Target, offset: int) -> int:
+        """`PartitionLog.truncate_to(offset)` (a follower cutting what diverged from its leader) once
+        every fsync already queued has run, so that no sync plan taken before the cut moves the recovery
+        point past it afterwards; returns the new log end offset. Appends to the partition submitted
+        before it and not yet complete still report their (now cut) offsets: a caller sequences its
+        appends and truncations (as Kafka's fetcher thread does). It fsyncs on the calling thread (the
+        loop), which is acceptable for a rare, follower-only step. A failure fences the partition: what
+        is in memory may no longer match the disk."""
+        if self._closing:
+            raise StorageError(f"{self._name} is closed")
+        target.check_writable()
+        await asyncio.wrap_future(self._sync_runner.submit(lambda: None))  # the sync thread runs in order
+        target.check_writable()  # a queued fsync may have failed meanwhile
+        try:
+            return target.log.truncate_to(offset)
+        except OSError as e:
+            err = StorageError(f"truncation of {target.name} to {offset} failed: {e}; the partition takes no "
+                               "more appends until the server restarts", e.errno)
+            log.error(f"{target.kind}_truncate_failed", **target.fields, offset=offset, errno=e.errno, error=str(e))
+            target.fenced = err
+            raise err from e
+
     async def close(self, targets: Iterable[Target]) -> dict[Target, StorageError | None]:
         """Complete every queued append, fsync `targets` once more and stop the threads; returns what
         `flush` returns. Appends are refused from the call on."""

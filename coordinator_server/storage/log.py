@@ -297,7 +297,7 @@ class PartitionLog:
         one keeps appending. The plan owns its file descriptors (a dup of the active one)."""
         writes = self._writes
 
-        def done() -> None:  # in the I/O thread; a plain attribute store the loop reads later
+        def done() -> None:  # in a sync thread; a plain attribute store the loop reads later
             self._synced_writes = max(self._synced_writes, writes)
 
         plan = SyncPlan(self.file_io, self._unsynced_fds, os.dup(self._fd), sorted(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import os
 import stat
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from coordinator_server.config import FsyncPolicy
 from coordinator_server.group.records import OffsetCommitRecord, OffsetCommitValue
 from coordinator_server.storage import CoordinatorLog, FileIO, StorageError
 from coordinator_server.storage.batch import BatchInfo
-from coordinator_server.storage.group_commit import Appended, GroupCommitWriter
+from coordinator_server.storage.group_commit import Appended, GroupCommitWriter, Target
 from coordinator_server.storage.log import DefaultRecordBatch, PartitionLog
 from coordinator_server.storage.segment import RECOVERY_POINT_FILE
 from coordinator_server.topics.partition import AppendResult, Partition
@@ -154,3 +156,48 @@ async def test_a_failed_write_raises_from_submit_and_queues_nothing(tmp_path: Pa
     assert part.log_end_offset == 0 and part.target.fenced is None  # the partition itself is fine
     await writer.close([part.target])
     part.close()
+
+
+class GatedFsyncIO(FileIO):
+    """File fsyncs wait at a gate (set from the test) so one can be held in flight."""
+
+    def __init__(self) -> None:
+        super().__init__(fsync=self._fsync)
+        self.gate = threading.Event()
+        self.in_fsync = threading.Event()
+
+    def _fsync(self, fd: int) -> None:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            self.in_fsync.set()
+            self.gate.wait(timeout=10)
+        os.fsync(fd)
+
+
+async def test_a_truncation_waits_for_queued_fsyncs_so_none_undoes_it(tmp_path: Path) -> None:
+    io = GatedFsyncIO()
+    plog = PartitionLog.open(tmp_path, 0, segment_bytes=300, file_io=io)
+    target = Target("__consumer_offsets-0", plog, kind="log", fields={"partition": 0})
+    writer = GroupCommitWriter(ALWAYS, "test_writer")
+    done: list[Appended] = []
+    for i in range(12):  # rolls several segments: the round's plan carries a recovery-point checkpoint
+        writer.submit(target, functools.partial(_append, plog, i), done.append)
+    while not io.in_fsync.is_set():  # the round's fsync is in flight, its checkpoint not yet written
+        await asyncio.sleep(0.001)
+    truncation = asyncio.create_task(writer.truncate(target, 1))
+    await asyncio.sleep(0.02)
+    assert not truncation.done()  # waits for the fsync queued before it
+    io.gate.set()
+    assert await truncation == 1
+    assert [a.error for a in done] == [None] * 12
+    lines = (tmp_path / "__consumer_offsets-0" / RECOVERY_POINT_FILE).read_text().split()
+    assert int(lines[1]) == 0  # the round's checkpoint ran before the cut, not after it
+    await writer.close([target])
+    plog.close(clean=False)
+    again = PartitionLog.open(tmp_path, 0, segment_bytes=300)
+    assert again.next_offset == 1 and len(again.segments) == 1
+    again.close()
+
+
+def _append(plog: PartitionLog, i: int) -> tuple[int, int]:
+    base = plog.append([(b"k%d" % i, b"v" * 60)], 1)
+    return base, plog.next_offset - 1
