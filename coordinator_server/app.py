@@ -21,8 +21,8 @@ from coordinator_server.net.replica_handlers import ReplicaHandlers
 from coordinator_server.net.server import ConnectionLimits, CoordinatorServer
 from coordinator_server.security.listeners import ListenerSpec
 from coordinator_server.security.setup import SecuritySettings, build_security
+from coordinator_server.storage.group_commit import GroupCommitWriter
 from coordinator_server.topics.store import StoreConfig, TopicStore
-from coordinator_server.topics.writer import GroupCommitWriter
 
 if TYPE_CHECKING:
     from coordinator_server.cluster_node import ClusterNode
@@ -64,7 +64,8 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         await runtime.close()
         raise StartupError(f"cannot open the topic store in {config.data_dir}: {e}") from e
     _settle_heap()
-    writer = GroupCommitWriter(config.fsync)
+    # The topic store's own instance of the writer the coordinator log uses (`storage.group_commit`).
+    writer = GroupCommitWriter(config.fsync, "topic_store")
     retention: asyncio.Task[None] | None = None
     metrics_endpoint: MetricsEndpoint | None = None
     node: ClusterNode | None = None
@@ -214,7 +215,8 @@ async def _close_store(store: TopicStore, writer: GroupCommitWriter, retention: 
         with contextlib.suppress(asyncio.CancelledError):
             await retention
     try:
-        await writer.close(store.partitions())
+        # A partition whose last fsync fails was logged by the writer; the store closes all the same.
+        await writer.close([p.target for p in store.partitions()])
     finally:
         store.close()
 

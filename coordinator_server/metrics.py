@@ -160,7 +160,7 @@ for _reason in REBALANCE_REASONS:  # present at 0 from the first scrape, so rate
 for _reason in REMOVAL_REASONS:
     MEMBERS_REMOVED.labels(_reason)
 
-# -- storage (storage/coordinator_log.py, topics/writer.py) ---------------------------------------------
+# -- storage (storage/group_commit.py: the coordinator log and the topic store) ---------------------
 
 LOG_APPEND_LATENCY = Histogram("coordinator_log_append_seconds",
                                "One batch written to a __consumer_offsets segment (the write, not the fsync)",

@@ -9,6 +9,7 @@ DelayedFetch in the "Fetch" purgatory on the runtime's shared timer before answe
 from __future__ import annotations
 
 import asyncio
+import functools
 import shutil
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -27,10 +28,10 @@ from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 from coordinator_server.purgatory import DelayedOperationPurgatory, Timer
 from coordinator_server.security.authorizer import Access
 from coordinator_server.storage.errors import StorageError
+from coordinator_server.storage.group_commit import Appended, GroupCommitWriter
 from coordinator_server.topics.delayed_fetch import DelayedFetch
-from coordinator_server.topics.partition import Partition
+from coordinator_server.topics.partition import AppendResult, Partition
 from coordinator_server.topics.store import TopicStore
-from coordinator_server.topics.writer import GroupCommitWriter
 from protocol.errors import Errors, KafkaError
 
 log = structlog.get_logger("coordinator_server.net")
@@ -82,7 +83,7 @@ class DataHandlers:
     async def handle_produce(self, req: ApiMessage, version: int, access: Access) -> ApiMessage | None:
         acks = req.acks
         results: list[tuple[str, list[tuple[int, Errors, int, int, str | None]]]] = []
-        touched: dict[tuple[str, int], Partition] = {}
+        durable: list[tuple[tuple[str, int], asyncio.Future[Appended]]] = []
         for t in req.topic_data:
             out: list[tuple[int, Errors, int, int, str | None]] = []
             writable = access.topic("WRITE", t.name)
@@ -95,21 +96,20 @@ class DataHandlers:
                 elif part is None:
                     out.append((pd.index, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None))
                 else:
-                    r = part.append(pd.records, self.store.config.max_message_bytes)
-                    if r.error == Errors.NONE:
-                        touched[(t.name, pd.index)] = part
-                    else:
+                    r = self._append(part, pd.records, durable)
+                    if r.error != Errors.NONE:
                         log.info("produce_rejected", topic=t.name, partition=pd.index, error=r.error.name,
                                  reason=r.message)
                     out.append((pd.index, r.error, r.base_offset, r.log_start_offset, r.message))
             results.append((t.name, out))
+        touched = dict.fromkeys(key for key, _ in durable)
         for key in touched:
             self.fetch_purgatory.check_and_complete(key)
         if touched:
             self.runtime.rearm_timer()
         if acks == 0:
             return None  # Kafka sends no response at all for acks=0; the client expects none
-        failed = await self._sync(touched)
+        failed = await self._durable(durable)
         return ProduceResponse[version](
             throttle_time_ms=0,
             responses=[
@@ -123,16 +123,32 @@ class DataHandlers:
             ],
         )
 
-    async def _sync(self, touched: dict[tuple[str, int], Partition]) -> dict[tuple[str, int], Errors]:
-        keys = list(touched)
-        outcomes = await asyncio.gather(*(self.writer.sync(touched[k]) for k in keys), return_exceptions=True)
-        failed = {}
-        for key, outcome in zip(keys, outcomes, strict=True):
-            if isinstance(outcome, StorageError):
-                failed[key] = Errors.KAFKA_STORAGE_ERROR
-            elif isinstance(outcome, BaseException):
-                raise outcome
-        return failed
+    def _append(self, part: Partition, records: bytes | None,
+                durable: list[tuple[tuple[str, int], asyncio.Future[Appended]]]) -> AppendResult:
+        """Check one produce partition and hand its batch to the writer, which writes it at once; the
+        future it completes once the batch is durable joins `durable`."""
+        prepared = part.prepare(records, self.store.config.max_message_bytes)
+        if isinstance(prepared, AppendResult):
+            return prepared
+        future: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
+
+        def done(appended: Appended) -> None:
+            if not future.done():  # else the request was cancelled; the batch was written all the same
+                future.set_result(appended)
+
+        try:
+            base, _ = self.writer.submit(part.target, functools.partial(part.write, prepared), done)
+        except StorageError as e:
+            return AppendResult(Errors.KAFKA_STORAGE_ERROR, message=str(e))
+        durable.append(((part.topic, part.index), future))
+        return AppendResult(base_offset=base, log_start_offset=part.log_start_offset)
+
+    @staticmethod
+    async def _durable(durable: list[tuple[tuple[str, int], asyncio.Future[Appended]]]
+                       ) -> dict[tuple[str, int], Errors]:
+        appended = await asyncio.gather(*(f for _, f in durable))
+        return {key: Errors.KAFKA_STORAGE_ERROR for (key, _), a in zip(durable, appended, strict=True)
+                if a.error is not None}
 
     # ------------------------------------------------------------------------------------- Fetch
 

@@ -179,7 +179,7 @@ class ReplicaManager:
         plog = self._plog(p)
         leo = plog.next_offset
         cache = self._epoch_cache(p)
-        await self.log.run_io(lambda: cache.assign(state.leader_epoch, leo))  # flushes the checkpoint
+        cache.assign(state.leader_epoch, leo)  # flushes the checkpoint (a small fsync, once per election)
         hw = min(self._high_watermarks.get(p, 0), leo)
         leader = PartitionLeader.make_leader(self.node_id, state.leader_epoch, state.replicas, state.isr,
                                              state.zk_version, leo, hw, self._now_ms(),
@@ -479,25 +479,17 @@ class _FollowerLog:
         return self._m._epoch_cache(partition).end_offset_for(epoch, self.log_end_offset(partition))
 
     async def truncate_to(self, partition: int, offset: int) -> None:
-        cache = self._m._epoch_cache(partition)
-
-        def run() -> None:
-            self._m._plog(partition).truncate_to(offset)
-            cache.truncate_from_end(offset)  # flushes the checkpoint when it changed
-        await self._m.log.run_io(run)
+        await self._m.log.truncate(partition, offset)
+        self._m._epoch_cache(partition).truncate_from_end(offset)  # flushes the checkpoint when it changed
         self._m._high_watermarks[partition] = min(self._m._high_watermarks.get(partition, 0), offset)
 
     async def append(self, partition: int, batches: list[bytes]) -> None:
+        # Durable (per --fsync) before the next fetch tells the leader this offset: the copy counts for acks.
+        appended = await self._m.log.append_as_follower(partition, batches)
         cache = self._m._epoch_cache(partition)
-
-        def run() -> None:
-            plog = self._m._plog(partition)
-            appended = plog.append_as_follower(batches)
-            plog.sync()  # a follower's copy counts toward acks=all: it must be on disk before it is fetched past
-            for epoch, base in appended:
-                if epoch >= 0:
-                    cache.assign(epoch, base)  # flushes the checkpoint when the epoch is new
-        await self._m.log.run_io(run)
+        for epoch, base in appended:
+            if epoch >= 0:
+                cache.assign(epoch, base)  # flushes the checkpoint when the epoch is new
 
     def update_high_watermark(self, partition: int, high_watermark: int) -> None:
         self._m._high_watermarks[partition] = min(high_watermark, self.log_end_offset(partition))

@@ -56,13 +56,15 @@ class BatchInfo(NamedTuple):
     base_sequence: int
     position: int
     size: int
+    leader_epoch: int = 0  # PartitionLeaderEpoch: the epoch of the leader that appended the batch
 
     @classmethod
     def parse(cls, buf: bytes | bytearray | memoryview, position: int = 0, at: int = 0) -> BatchInfo:
         """The header at `buf[at:]`; `position` is where the batch sits in its segment."""
-        (base, length, _epoch, _magic, _crc, _attrs, last_delta, _first_ts, max_ts, pid, p_epoch, base_seq,
+        (base, length, epoch, _magic, _crc, _attrs, last_delta, _first_ts, max_ts, pid, p_epoch, base_seq,
          _count) = _HEADER.unpack_from(buf, at)
-        return cls(base, base + last_delta, max_ts, pid, p_epoch, base_seq, position, LOG_OVERHEAD + length)
+        return cls(base, base + last_delta, max_ts, pid, p_epoch, base_seq, position, LOG_OVERHEAD + length,
+                   epoch)
 
     @property
     def last_sequence(self) -> int:
@@ -85,9 +87,9 @@ class BadBatch(Exception):
 def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], base_offset: int, timestamp_ms: int,
                 offset_deltas: Sequence[int] | None = None, timestamps: Sequence[int] | None = None,
                 leader_epoch: int = 0) -> bytes:
-    """One uncompressed, non-transactional v2 batch, as Kafka's coordinator writes them, stamped with the
-    writing leader's epoch. The cleaner passes the surviving records' own offset deltas and timestamps,
-    and the source batch's epoch."""
+    """One uncompressed, non-transactional v2 batch, as Kafka's coordinator writes them, stamped with
+    the partition leader epoch it is appended under. The cleaner passes the surviving records' own
+    offset deltas and timestamps."""
     builder = DefaultRecordBatchBuilder(
         magic=2, compression_type=0, is_transactional=False, producer_id=_NO_PRODUCER,
         producer_epoch=-1, base_sequence=-1, batch_size=sys.maxsize,
@@ -98,9 +100,11 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], base_offse
         if builder.append(delta, timestamp=ts, key=key, value=value, headers=[]) is None:
             raise AssertionError("record batch builder refused a record")  # batch_size is unbounded
     buf = builder.build()
-    # The builder leaves BaseOffset 0 for a broker to fill in; it is outside the CRC.
+    # The builder leaves BaseOffset and PartitionLeaderEpoch 0 for a broker to fill in; both lie before
+    # Attributes, where the CRC starts, so the CRC it computed stays valid.
     BASE_OFFSET.pack_into(buf, 0, base_offset)
-    LEADER_EPOCH.pack_into(buf, LEADER_EPOCH_POS, leader_epoch)  # also outside the CRC
+    if leader_epoch:
+        LEADER_EPOCH.pack_into(buf, LEADER_EPOCH_POS, leader_epoch)
     return bytes(buf)
 
 

@@ -9,18 +9,19 @@ tombstones older than `delete_retention_ms` (Kafka's log.cleaner.delete.retentio
 tombstone changes nothing for replay, because every older record of its key was dropped with it. The
 active segment is never touched, so appends carry on meanwhile.
 
-1. `snapshot` (on the writer's thread): the sealed segments and the first offset past them.
+1. `snapshot` (on the thread that appends): the sealed segments and the first offset past them.
 2. `clean` (in the cleaner's own thread; the heavy part): pass 1 maps each key to its newest offset, pass 2
    writes the survivors. Sources are grouped like Kafka's `groupSegmentsBySize` (consecutive, together at
    most segment_bytes) and each group becomes one `X.log.cleaned` + `X.index.cleaned`, X being the group's
    first base offset (Kafka's name, which the swap recovery below relies on). Each batch keeps its
    surviving records' offsets and timestamps, so offsets get gaps within and between batches; a batch
    with no survivor disappears. Both files are fsynced.
-3. `swap_in` (on the writer's thread, so no append runs meanwhile; only renames and unlinks): write the
+3. `swap_in_files` (in a thread: only renames, unlinks and fsyncs of files no append touches): write the
    cleaner checkpoint (below it recovery accepts offset gaps), rename every `.cleaned` to `.swap` and
-   fsync the directory — the commit point — then delete the old segments, rename the swaps into place,
-   fsync the directory, and replace the segments in memory. A crash before the commit leaves `.cleaned`
-   files, which recovery deletes (rollback); after it, `.swap` files, which recovery completes.
+   fsync the directory — the commit point — then delete the old segments, rename the swaps into place and
+   fsync the directory; then `swap_in_memory`, on the thread that appends, replaces the segments in
+   memory. A crash before the commit leaves `.cleaned` files, which recovery deletes (rollback); after it,
+   `.swap` files, which recovery completes.
 """
 from __future__ import annotations
 
@@ -198,11 +199,17 @@ def _cleaned_paths(seg: Segment) -> tuple[Path, Path]:
 
 
 def swap_in(plog: PartitionLog, result: CleanResult) -> None:
-    """Replace the cleaned segments on disk and in memory; call on the thread that appends."""
+    """Replace the cleaned segments on disk and in memory (`swap_in_files`, then `swap_in_memory`)."""
+    swap_in_files(plog, result)
+    swap_in_memory(plog, result)
+
+
+def swap_in_files(plog: PartitionLog, result: CleanResult) -> None:
+    """Replace the cleaned segments on disk (any thread: only the sealed segments' files, the cleaner
+    checkpoint and directory fsyncs, none of which an append touches)."""
     pdir = plog.directory
     # Before the commit: once the swaps exist, recovery must already accept the gaps they have.
     write_cleaner_offset(pdir, result.end_offset)
-    plog.cleaner_offset = result.end_offset
     for g in result.groups:
         index_c, log_c = _cleaned_paths(g.segment)
         os.replace(index_c, _with_suffix(g.segment.index.path, _SWAP))
@@ -215,9 +222,15 @@ def swap_in(plog: PartitionLog, result: CleanResult) -> None:
         os.replace(_with_suffix(g.segment.index.path, _SWAP), g.segment.index.path)
         os.replace(_with_suffix(g.segment.path, _SWAP), g.segment.path)
     fsync_dir(pdir)
+
+
+def swap_in_memory(plog: PartitionLog, result: CleanResult) -> None:
+    """Replace the cleaned segments in memory, after `swap_in_files`; call on the thread that appends
+    (the list of segments changes on a roll)."""
+    plog.cleaner_offset = result.end_offset
     for g in result.groups:
         plog.replace_segments(g.sources, [g.segment])
-    log.info("log_cleaned", dir=str(pdir), segments_before=sum(len(g.sources) for g in result.groups),
+    log.info("log_cleaned", dir=str(plog.directory), segments_before=sum(len(g.sources) for g in result.groups),
              segments_after=len(result.groups), records_read=result.records_read,
              records_kept=result.records_kept, bytes_before=result.bytes_before, bytes_after=result.bytes_after)
 

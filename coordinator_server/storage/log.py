@@ -57,10 +57,10 @@ from coordinator_server.storage.index import DEFAULT_INDEX_INTERVAL_BYTES
 from coordinator_server.storage.recovery import RecoveryStats, complete_swaps, list_segments, recover
 from coordinator_server.storage.segment import (
     Segment,
-    fsync_dir,
     fsync_path,
     read_cleaner_offset,
     segment_name,
+    write_cleaner_offset,
     write_recovery_point,
 )
 
@@ -209,7 +209,8 @@ class PartitionLog:
         return [s.path for s in self._segments]
 
     def append(self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int, leader_epoch: int = 0) -> int:
-        """Write `records` as one batch at the end of the log; returns its base offset.
+        """Write `records` as one batch at the end of the log, stamped with `leader_epoch` (the batch
+        header's PartitionLeaderEpoch); returns its base offset.
 
         On an OSError the file is truncated back to where it ended, so a later append still yields a
         valid log; the error is re-raised. Not durable until `sync()`.
@@ -223,11 +224,11 @@ class PartitionLog:
         self._write_batch(build_batch(records, base, timestamp_ms, leader_epoch=leader_epoch))
         return base
 
-    def append_batches(self, batches: Sequence[bytes | bytearray]) -> list[int]:
+    def append_batches(self, batches: Sequence[bytes | bytearray], leader_epoch: int = 0) -> list[int]:
         """Write validated v2 batches as they are, each at the end of the log; returns their base offsets.
 
-        Only BaseOffset and PartitionLeaderEpoch (0: this node leads every partition) are rewritten;
-        both lie outside the CRC. On an OSError the batch being written is truncated away and the error
+        Only BaseOffset and PartitionLeaderEpoch (`leader_epoch`, the epoch of the leader appending, as
+        Kafka's leader overwrites it) are rewritten; both lie outside the CRC. On an OSError the batch being written is truncated away and the error
         re-raised: the batches before it stay written (their offsets are in `next_offset`).
         """
         if self.failed is not None:
@@ -238,7 +239,7 @@ class PartitionLog:
             batch = bytearray(raw)
             base = self._next_offset
             BASE_OFFSET.pack_into(batch, 0, base)
-            LEADER_EPOCH.pack_into(batch, LEADER_EPOCH_POS, 0)
+            LEADER_EPOCH.pack_into(batch, LEADER_EPOCH_POS, leader_epoch)
             self._write_batch(batch)
             bases.append(base)
         return bases
@@ -259,51 +260,6 @@ class PartitionLog:
             self._write_batch(raw)
             out.append((LEADER_EPOCH.unpack_from(raw, LEADER_EPOCH_POS)[0], info.base_offset))
         return out
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop every batch holding `offset` or later (a batch straddling it goes whole), durably: Kafka's
-        Log.truncateTo, which a follower runs to agree with its leader. Later segments are deleted, the
-        remaining tail is cut and fsynced, its index rebuilt, and the recovery point moved back if it
-        was past the new end."""
-        if offset >= self._next_offset:
-            return
-        self.sync()
-        new_next: int | None = None
-        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-            seg = self._segments.pop()
-            new_next = seg.base_offset
-            os.close(self._fd)
-            seg.path.unlink(missing_ok=True)
-            seg.index.path.unlink(missing_ok=True)
-            self._fd = os.open(self._segments[-1].path, os.O_RDWR)
-        active = self._segments[-1]
-        position = active.size
-        for info in self._headers(active):
-            if info.last_offset >= offset:
-                position, new_next = info.position, info.base_offset
-                break
-        if new_next is None:
-            new_next = offset
-        os.ftruncate(self._fd, position)
-        self.file_io.fsync(self._fd)
-        # The (once sealed) tail segment is the active one again: its index lives in memory until it rolls.
-        active.index.path.unlink(missing_ok=True)
-        active.index.reset()
-        active.size = 0
-        active.next_offset = active.base_offset
-        active.first_timestamp = -1
-        active.max_timestamp = None
-        for info in list(self._headers_upto(active, position)):
-            active.on_batch(info, info.position)
-        active.size = position
-        self._next_offset = new_next if position else active.base_offset
-        fsync_dir(self.directory)
-        write_recovery_point(self.directory, active.base_offset)
-        self._pending_recovery_point = None
-
-    def _headers_upto(self, seg: Segment, end: int) -> Iterator[BatchInfo]:
-        with open(seg.path, "rb") as f:
-            yield from walk_headers(f.fileno(), 0, end)
 
     def _write_batch(self, batch: bytes | bytearray) -> None:
         info = BatchInfo.parse(batch)
@@ -358,7 +314,7 @@ class PartitionLog:
         one keeps appending. The plan owns its file descriptors (a dup of the active one)."""
         writes = self._writes
 
-        def done() -> None:  # in the I/O thread; a plain attribute store the loop reads later
+        def done() -> None:  # in a sync thread; a plain attribute store the loop reads later
             self._synced_writes = max(self._synced_writes, writes)
 
         plan = SyncPlan(self.file_io, self._unsynced_fds, os.dup(self._fd), sorted(
@@ -569,6 +525,73 @@ class PartitionLog:
             write_recovery_point(self.directory, active.base_offset, (active.base_offset, active.size))
         except OSError as e:
             log.warning("clean_shutdown_mark_not_written", dir=str(self.directory), error=str(e))
+
+    # -- a follower's truncation --
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch at and after `offset` (Kafka's Log.truncateTo: a follower cutting off what
+        diverged from its leader); returns the new log end offset. Durable when it returns.
+
+        Segments whose base offset is at or past `offset` are deleted (newest first), the segment before
+        them becomes the active one and is cut at the first batch holding `offset` or later, and its
+        index is rebuilt from what stays. A batch holding `offset` goes whole, as in Kafka's
+        LogSegment.truncateTo, so the log may end before `offset`. When `offset` is at or below the log
+        start, everything goes and the log restarts empty at `offset` (Kafka's truncateFullyAndStartAt).
+
+        Order, for a crash at any point: first everything written is fsynced and the recovery point
+        moved back to the new active segment (so recovery scans it rather than trusting a stale index
+        or a clean mark); then the cut, from the end, so what a crash leaves is always a prefix.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset {offset}")
+        if self.failed is not None:
+            raise OSError(self.failed.errno, f"log {self.directory.name} failed earlier and could not be "
+                          f"repaired: {self.failed}")
+        if offset >= self._next_offset:
+            return self._next_offset
+        self.sync()
+        keep = [s for s in self._segments if s.base_offset < offset]
+        drop = self._segments[len(keep):]
+        write_recovery_point(self.directory, keep[-1].base_offset if keep else offset)
+        os.close(self._fd)
+        self._fd = -1
+        for seg in reversed(drop):
+            seg.path.unlink(missing_ok=True)
+            seg.index.path.unlink(missing_ok=True)
+        self._segments = keep
+        if keep:
+            self._cut_active(offset)
+        else:
+            self._create_segment(offset)
+            self._next_offset = offset
+        self._fd = os.open(self._segments[-1].path, os.O_RDWR)
+        self.file_io.fsync(self._fd)
+        fsync_path(self.directory)
+        self._dirty_dirs.discard(self.directory)
+        if self.cleaner_offset > self._next_offset:
+            # Kafka truncates the cleaner checkpoint with the log: offsets past the end were never cleaned.
+            self.cleaner_offset = self._next_offset
+            write_cleaner_offset(self.directory, self._next_offset)
+        return self._next_offset
+
+    def _cut_active(self, offset: int) -> None:
+        """Cut the last segment at the first batch whose last offset is >= `offset` and make it the
+        active one: its index and timestamps are rebuilt in memory from the batches that stay."""
+        seg = self._segments[-1]
+        seg.index.reset()
+        seg.first_timestamp, seg.max_timestamp, seg.max_timestamp_base = -1, None, -1
+        seg.next_offset = seg.base_offset
+        cut = seg.size
+        for info in self._headers(seg):
+            if info.last_offset >= offset:
+                cut = info.position
+                break
+            seg.on_batch(info, info.position)
+        if cut < seg.size:
+            os.truncate(seg.path, cut)
+            seg.size = cut
+        seg.index.path.unlink(missing_ok=True)  # the active segment's index lives in memory
+        self._next_offset = seg.next_offset
 
     # -- internals --
 

@@ -1,12 +1,13 @@
 """One partition of a topic: its segment log, its idempotent-producer state, and produce validation.
 
 Synchronous and clock-free. A produce is checked completely (framing, size, CRC, header sanity,
-producer sequence) before a byte is written, so an invalid batch never reaches the log; then the batch
-is written as the client sent it (compressed or not) with only its base offset rewritten. The write
-goes to the page cache on the caller's thread: offset assignment, the sequence check and the write
-must be one step (a retry arriving mid-append must see the first attempt), and a page-cache write of
-at most message.max.bytes is short. Only the fsync, which can take milliseconds, is left to the
-group-commit writer (`topics.writer`).
+producer sequence: `prepare`) before a byte is written, so an invalid batch never reaches the log; then
+the batch is written as the client sent it (compressed or not) with only its base offset and leader
+epoch rewritten (`write`). The network handler hands `write` to the group-commit writer
+(`storage.group_commit`), which runs it at once on the caller's thread: offset assignment, the sequence
+check and the write must be one step (a retry arriving mid-append must see the first attempt), and a
+page-cache write of at most message.max.bytes is short. Only the fsync, which can take milliseconds,
+waits for the writer's round. `append` is prepare + write without the writer (tools and tests).
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from coordinator_server import metrics
+from coordinator_server.storage.group_commit import Target
 from coordinator_server.storage.log import HEADER_SIZE, BatchInfo, FileIO, PartitionLog
 from coordinator_server.topics.producer_state import NO_PRODUCER_ID, ProducerStateManager
 from protocol.errors import Errors, KafkaError
@@ -30,6 +33,14 @@ _MIN_LENGTH = HEADER_SIZE - _LOG_OVERHEAD
 _MAGIC_POS = 16
 _LENGTH = struct.Struct(">i")
 _BASE_OFFSET = struct.Struct(">q")
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedBatch:
+    """A produced batch that passed every check, ready to be written."""
+
+    info: BatchInfo
+    batch: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,17 +104,28 @@ class Partition:
         self.index = index
         self.log = log
         self.producers = ProducerStateManager()
-        # Set when an fsync failed: the kernel may have dropped the pages, so no more appends until a
-        # restart re-reads what is really on disk (the same rule as the coordinator log).
-        self.failed: str | None = None
+        # What the group-commit writer knows of this partition; its fence is set when an fsync failed:
+        # the kernel may have dropped the pages, so no more appends until a restart re-reads what is
+        # really on disk (the same rule as the coordinator log's).
+        self.target = Target(f"{topic}-{index}", log, kind="topic_partition",
+                             fields={"topic": topic, "partition": index}, fsync_seconds=metrics.LOG_FSYNC_TOPICS)
 
     @classmethod
     def open(cls, topic: str, index: int, pdir: Path, segment_bytes: int, file_io: FileIO | None = None
              ) -> Partition:
         part = cls(topic, index, PartitionLog.open_dir(pdir, index, segment_bytes, file_io, deep=False))
-        for info in part.log.batch_infos():
-            part.producers.on_appended(info, info.base_offset)
+        part._load_producers()
         return part
+
+    def _load_producers(self) -> None:
+        self.producers = ProducerStateManager()
+        for info in self.log.batch_infos():
+            self.producers.on_appended(info, info.base_offset)
+
+    @property
+    def failed(self) -> str | None:
+        """Why the partition takes no appends until a restart (a failed fsync), or None."""
+        return None if self.target.fenced is None else str(self.target.fenced)
 
     @property
     def log_start_offset(self) -> int:
@@ -113,8 +135,9 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.next_offset
 
-    def append(self, records: bytes | None, max_message_bytes: int) -> AppendResult:
-        """Validate and append one produce partition's records (not yet durable: see the writer)."""
+    def prepare(self, records: bytes | None, max_message_bytes: int) -> PreparedBatch | AppendResult:
+        """Check one produce partition's records: the batch to write, or the answer without writing
+        (an error, or a duplicate of a batch already written)."""
         try:
             info, batch = validate_batch(records, max_message_bytes)
         except KafkaError as e:
@@ -127,12 +150,32 @@ class Partition:
                                 log_start_offset=self.log_start_offset)
         if check.error != Errors.NONE:
             return AppendResult(check.error, message=check.error.message, log_start_offset=self.log_start_offset)
+        return PreparedBatch(info, batch)
+
+    def write(self, prepared: PreparedBatch, leader_epoch: int = 0) -> tuple[int, int]:
+        """Write a prepared batch stamped with `leader_epoch` and record its producer's sequence; its
+        (base, last) offsets. Raises OSError when the write failed (then nothing was recorded)."""
+        base = self.log.append_batches([prepared.batch], leader_epoch)[0]
+        self.producers.on_appended(prepared.info, base)
+        return base, self.log.next_offset - 1
+
+    def append(self, records: bytes | None, max_message_bytes: int, leader_epoch: int = 0) -> AppendResult:
+        """Validate and append one produce partition's records without the writer (not yet durable)."""
+        prepared = self.prepare(records, max_message_bytes)
+        if isinstance(prepared, AppendResult):
+            return prepared
         try:
-            base = self.log.append_batches([batch])[0]
+            base, _ = self.write(prepared, leader_epoch)
         except OSError as e:
             return AppendResult(Errors.KAFKA_STORAGE_ERROR, message=f"append failed: {e}")
-        self.producers.on_appended(info, base)
         return AppendResult(base_offset=base, log_start_offset=self.log_start_offset)
+
+    def truncate_to(self, offset: int) -> int:
+        """`PartitionLog.truncate_to`, then the producer state rebuilt from the batches that stay (Kafka
+        reloads it on truncation too); returns the new log end offset."""
+        end = self.log.truncate_to(offset)
+        self._load_producers()
+        return end
 
     def read(self, offset: int, max_bytes: int, min_one: bool) -> bytes:
         return self.log.read_batches(offset, max_bytes, min_one)

@@ -13,7 +13,7 @@ Deleting a topic renames its partition directories to `<topic>-<p>.<hex>-delete`
 and then removes them; leftovers of a crash between the two are removed on the next start.
 
 Everything here is synchronous and takes time as a parameter; the asyncio parts (group-commit fsync,
-long-poll fetch) live in `topics.writer` and the network handlers.
+long-poll fetch) live in `storage.group_commit` and the network handlers.
 """
 from __future__ import annotations
 
