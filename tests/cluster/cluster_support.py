@@ -147,7 +147,8 @@ class Cluster:
 
     # -- offsets, straight to a coordinator ------------------------------------------------------------
 
-    def commit(self, node: Node, group_id: str, offsets: dict[tuple[str, int], int]) -> int:
+    def commit(self, node: Node, group_id: str, offsets: dict[tuple[str, int], int], generation: int = -1,
+               member_id: str = "") -> int:
         """OffsetCommit v7 as a simple (member-less) group; returns the first partition's error code, or
         -2 when the node did not answer (killed, stopped, or cut off)."""
         topics: dict[str, list[Any]] = {}
@@ -155,7 +156,7 @@ class Cluster:
             topics.setdefault(topic, []).append(OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
                 partition_index=p, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""))
         request = OffsetCommitRequest[7](
-            group_id=group_id, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            group_id=group_id, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=None,
             topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()])
         try:
             conn = Connection((node.host, node.fixed_port), "cluster-test")

@@ -2,7 +2,7 @@
 ZooKeeper session, let another node take over, SIGCONT it, and every commit sent to it afterwards is refused;
 what its successor acknowledged is what the group has. And a rolling restart with SIGTERM (controlled
 shutdown) moves every partition away before each node stops: every acknowledged commit stays, and groups of
-real kafka-python consumers do not rebalance for it more than once."""
+members (heartbeating and committing as a client library does) do not rebalance for it more than once."""
 from __future__ import annotations
 
 import threading
@@ -11,10 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
-from kafka.structs import OffsetAndMetadata
 
 from tests.cluster.cluster_support import Cluster
+from tests.integration.group_client import (
+    ILLEGAL_GENERATION,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    GroupMember,
+    ServerClosed,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -57,13 +62,21 @@ def test_a_paused_leader_acknowledges_nothing_after_it_was_replaced(cluster: Clu
     assert cluster.find_coordinator(group, survivors)[1] == new.node_id
 
 
+def _partitions(cluster: Cluster) -> list[Any]:
+    return list(cluster.metadata().topics[0].partitions)
+
+
 class _Member:
-    """A kafka-python consumer in a thread: polls, commits its position now and then, and records every
-    generation it was assigned in and every commit that was acknowledged."""
+    """One group member as a client library runs it, over the raw protocol (kafka-python's message classes):
+    join and sync, then heartbeat and commit its position every 200 ms; on NOT_COORDINATOR,
+    COORDINATOR_NOT_AVAILABLE or a dropped connection it finds the coordinator again and carries on with the
+    same member id and generation; only an answer that says the group rebalanced makes it join again. It
+    records each generation it was assigned in and each acknowledged commit. (The per-node topic store makes
+    a consumer library's fetches wander between nodes' copies of the topic, which is beside the point here.)"""
 
     def __init__(self, cluster: Cluster, group: str) -> None:
+        self.cluster = cluster
         self.group = group
-        self.bootstrap = [f"127.0.0.1:{n.fixed_port}" for n in cluster.nodes.values()]
         self.generations: list[int] = []
         self.acked: list[int] = []
         self.errors: list[str] = []
@@ -72,39 +85,47 @@ class _Member:
         self.thread.start()
 
     def _run(self) -> None:
-        try:
-            self._consume()
-        except Exception as e:  # reported by the test's assertions, not as a thread warning
-            self.errors.append(repr(e))
-
-    def _consume(self) -> None:
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
-                                 session_timeout_ms=10_000, heartbeat_interval_ms=500, request_timeout_ms=20_000)
-        member = self
-
-        class Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked: Any) -> None:
-                pass
-
-            def on_partitions_assigned(self, assigned: Any) -> None:
-                member.generations.append(consumer._coordinator._generation.generation_id)
-
-        consumer.subscribe(["t"], listener=Listener())
-        n = 0
-        self.generations.clear()
-        try:
-            while not self.stop.is_set():
-                consumer.poll(timeout_ms=200)
-                if consumer.assignment():
+        member: GroupMember | None = None
+        member_id, generation, n = "", -1, 0
+        while not self.stop.is_set():
+            try:
+                node = self.cluster.wait_coordinator(self.group, timeout_s=30)
+                member = GroupMember(node, self.group, "rolling-member", session_timeout_ms=10_000)
+                member.member_id, member.generation_id = member_id, generation
+                if generation < 0:
+                    join = member.join()
+                    if join.error_code != 0:
+                        raise _Retry(f"join {join.error_code}")
+                    sync = member.sync({member.member_id: b"all"})
+                    if sync.error_code != 0:
+                        raise _Retry(f"sync {sync.error_code}")
+                    member_id, generation = member.member_id, member.generation_id
+                    self.generations.append(generation)
+                while not self.stop.is_set():
+                    error = member.heartbeat()
+                    if error in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
+                        generation = -1  # the group rebalanced: join again
+                        if error == UNKNOWN_MEMBER_ID:
+                            member_id = ""
+                        raise _Retry(f"heartbeat {error}")
+                    if error != 0:
+                        raise _Retry(f"heartbeat {error}")
                     n += 1
-                    try:
-                        consumer.commit({TopicPartition("t", 0): OffsetAndMetadata(n, "", -1)})
+                    if self.cluster.commit(node, self.group, {("t", 0): n}, generation=generation,
+                                           member_id=member_id) == 0:
                         self.acked.append(n)
-                    except Exception as e:  # a commit during a coordinator move fails: retried next round
-                        self.errors.append(repr(e))
-                time.sleep(0.05)
-        finally:
-            consumer.close(autocommit=False)
+                    time.sleep(0.2)
+            except (_Retry, ServerClosed, OSError, TimeoutError, AssertionError) as e:
+                self.errors.append(repr(e))
+                time.sleep(0.1)
+            finally:
+                if member is not None:
+                    member.close()
+                    member = None
+
+
+class _Retry(Exception):
+    pass
 
 
 def test_a_rolling_restart_keeps_every_acknowledged_commit_and_rebalances_at_most_once(cluster: Cluster) -> None:
@@ -119,8 +140,13 @@ def test_a_rolling_restart_keeps_every_acknowledged_commit_and_rebalances_at_mos
             assert not any(e["event"] == "controlled_shutdown_gave_up" for e in node.events())
             node.start()
             deadline = time.monotonic() + 30
-            while not all(len(p.isr_nodes) == 3 for p in cluster.metadata().topics[0].partitions):
-                assert time.monotonic() < deadline, "the restarted node did not rejoin every ISR"
+            while not all(len(p.isr_nodes) == 3 for p in _partitions(cluster)):
+                parts = _partitions(cluster)
+                assert time.monotonic() < deadline, (
+                    f"node {node.node_id} did not rejoin every ISR: {parts}\n" + "\n".join(
+                        f"{n.node_id} {e}" for n in cluster.nodes.values() for e in n.events()
+                        if "isr" in e["event"] or e["event"] in ("became_leader", "became_follower", "replica_truncated")
+                        or e.get("level") == "error")[-60:])
                 time.sleep(0.2)
         time.sleep(2)  # a last round of commits on the final leaders
     finally:
