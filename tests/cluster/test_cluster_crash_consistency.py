@@ -9,23 +9,28 @@ commits from several clients:
   one takes its place: rebalances), committing explicit, increasing offsets for what it is assigned with
   `commit()` and recording each commit `commit()` returned from (acknowledged).
 Meanwhile the killer SIGKILLs the coordinator of a random group at a random moment and restarts it a
-short random pause after its ZooKeeper session expired (before that its id is still registered), CLUSTER_SOAK_KILLS times (20 in `make test`). Before each kill it waits until every
-committer has been acknowledged again since the previous restart: each kill hits a cluster that recovered
-from the last one and is busy.
+short random pause after its ZooKeeper session expired (before that its id is still registered),
+CLUSTER_SOAK_KILLS times (20 in `make test`). Before each kill it waits until every committer has been
+acknowledged again since the previous restart: each kill hits a cluster that recovered from the last one
+and is busy.
 
-At the end, with every node running, for every group and partition the offset its current coordinator
-serves is the last acknowledged commit or a later one that was sent and never answered (Kafka's
-semantics: an unacknowledged write may or may not survive; an acknowledged one must, and nothing older may
-come back), and never a value nobody sent. A group's values grow in the order the coordinator applies
-them (one thread per raw group; in the consumer group a partition changes owner only through a new
-generation, which waits for the old owner's rejoin, so its earlier commits were applied first), so
-"nothing older than the last acknowledged" is "at least the largest acknowledged".
+What a coordinator serves must be, for every partition, the last acknowledged commit or a later one that
+was sent and never answered (Kafka's semantics: an unacknowledged write may or may not survive; an
+acknowledged one must, and nothing older may come back), and never a value nobody sent. Each committer
+checks that on every coordinator it moves to, before it sends anything there (it is its group's only
+writer, so the check is exact, and a commit lost in a failover cannot hide behind a later one); at the
+end, with every node running, it is checked for every group, the kafka-python one included. A group's
+values grow in the order the coordinator applies them (one thread per raw group; in the consumer group a
+partition changes owner only through a new generation, which waits for the old owner's rejoin or removal,
+so the old owner's commits were applied first), so "nothing older than the last acknowledged" is "at
+least the largest acknowledged".
 
 Replay with CLUSTER_SOAK_SEED=<seed printed at the start>: the seed fixes the schedule (victims, moments,
 pauses, partitions committed), not the interleaving of threads and processes.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import random
@@ -39,7 +44,12 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka import errors as kafka_errors
-from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
+from kafka.protocol.consumer import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
 from kafka.structs import OffsetAndMetadata
 
 from coordinator_server.group.partitioner import partition_for
@@ -66,6 +76,7 @@ class Ledger:
     sent: dict[int, set[int]] = field(default_factory=dict)
     acked: dict[int, int] = field(default_factory=dict)  # partition -> largest acknowledged value
     acks: int = 0
+    verified: int = 0  # times a coordinator's answer was checked against what was acknowledged
     _values: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -125,6 +136,22 @@ def locate(cluster: Cluster, group_id: str) -> Node | None:
     return cluster.nodes[node_id] if error == 0 else None
 
 
+def verify_served(conn: Connection, ledger: Ledger) -> bool:
+    """OffsetFetch from `conn`'s node and check it against `ledger`; False when that node cannot answer
+    for the group now (not its coordinator, loading, or killed)."""
+    try:
+        resp = conn.call(OffsetFetchRequest[7](group_id=ledger.group_id, topics=None, require_stable=True),
+                         OffsetFetchResponse, timeout_s=15.0)
+    except (OSError, ServerClosed, TimeoutError):
+        return False
+    if resp.error_code in RETRIABLE:
+        return False
+    assert resp.error_code == 0, f"{ledger.group_id}: OffsetFetch answered {resp.error_code}"
+    ledger.check({(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions})
+    ledger.verified += 1
+    return True
+
+
 def run_committer(cluster: Cluster, ledger: Ledger, rng: random.Random, stop: threading.Event,
                   errors: list[BaseException]) -> None:
     conn: Connection | None = None
@@ -138,6 +165,15 @@ def run_committer(cluster: Cluster, ledger: Ledger, rng: random.Random, stop: th
                     conn = None
                 if conn is None:
                     stop.wait(0.1)
+                    continue
+                # A new coordinator (or the same one after an error): before anything new is sent, what it
+                # serves must hold every commit acknowledged so far. The committer is its group's only
+                # writer, so this is exact; checking only at the end would miss a commit lost in a failover
+                # and overwritten since.
+                if not verify_served(conn, ledger):
+                    conn.close()
+                    conn = None
+                    stop.wait(0.05)
                     continue
             partitions = sorted(rng.sample(range(TOPIC_PARTITIONS), rng.randint(1, TOPIC_PARTITIONS)))
             value = ledger.send(partitions)
@@ -190,7 +226,7 @@ def run_consumer_member(cluster: Cluster, ledger: Ledger, name: str, rng: random
                     enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=6000,
                     heartbeat_interval_ms=500, max_poll_interval_ms=20_000, request_timeout_ms=15_000,
                     retry_backoff_ms=100, reconnect_backoff_ms=100, reconnect_backoff_max_ms=1000)
-            except kafka_errors.NoBrokersAvailable:
+            except kafka_errors.KafkaError:  # no node answered its bootstrap (one is being killed)
                 stop.wait(0.5)
                 continue
             stats.members += 1
@@ -204,7 +240,8 @@ def run_consumer_member(cluster: Cluster, ledger: Ledger, name: str, rng: random
             except kafka_errors.KafkaError:
                 pass  # a failover under our feet; this member just ends its life early
             finally:
-                consumer.close(autocommit=False)
+                with contextlib.suppress(kafka_errors.KafkaError):
+                    consumer.close(autocommit=False)
     except BaseException as e:
         errors.append(e)
 
@@ -304,8 +341,13 @@ def test_acknowledged_commits_survive_kill9_of_leaders(cluster: Cluster) -> None
         _node, served = cluster.committed_via_coordinator(ledger.group_id)
         ledger.check(served)
     acks = {g.group_id: g.acks for g in [*committers, consumers]}
-    print(f"{KILLS} kills in {time.monotonic() - started:.1f}s; acknowledged commits {acks}; kafka-python "
+    verified = {g.group_id: g.verified for g in committers}
+    print(f"{KILLS} kills in {time.monotonic() - started:.1f}s; acknowledged commits {acks}; "
+          f"checks of a new coordinator {verified}; kafka-python "
           f"members {stats.members}, generations {sorted(stats.generations)}, failed commits {stats.failed_commits}")
+    # Every victim led a committer group's partition (the committers cover all of them), so each kill made
+    # at least one committer move and check its new coordinator, besides each one's first check.
+    assert sum(verified.values()) >= COMMITTER_GROUPS + KILLS, verified
     assert consumers.acks > 0 and len(stats.generations) > 1, "the kafka-python group never committed or rebalanced"
     assert_no_server_errors(cluster.nodes.values())
 
