@@ -271,10 +271,15 @@ def cluster(zk_connect: str, tmp_path: Path):  # type: ignore[no-untyped-def]
     c.stop_all()
 
 
-def wait_for_progress(ledgers: list[Ledger], since: dict[str, int], timeout_s: float) -> None:
+def wait_for_progress(ledgers: list[Ledger], since: dict[str, int], timeout_s: float,
+                      errors: list[BaseException]) -> None:
     deadline = time.monotonic() + timeout_s
     while (behind := [g.group_id for g in ledgers if g.acks <= since[g.group_id]]) and time.monotonic() < deadline:
+        if errors:  # a client's check failed (and its thread ended): that is the news, not the stall
+            raise errors[0]
         time.sleep(0.05)
+    if errors:
+        raise errors[0]
     assert not behind, f"not acknowledged again within {timeout_s}s of the last restart: {behind}"
 
 
@@ -316,8 +321,7 @@ def test_acknowledged_commits_survive_kill9_of_leaders(cluster: Cluster) -> None
     try:
         since = snapshot(committers)
         for kill in range(KILLS):
-            wait_for_progress(committers, since, RECOVERY_S)
-            assert not errors, errors
+            wait_for_progress(committers, since, RECOVERY_S, errors)
             time.sleep(rng.uniform(0.0, 0.5))
             group = rng.choice([g.group_id for g in committers] + [consumers.group_id])
             victim = cluster.wait_coordinator(group).node_id
@@ -329,7 +333,7 @@ def test_acknowledged_commits_survive_kill9_of_leaders(cluster: Cluster) -> None
             since = snapshot(committers)
             print(f"kill {kill + 1}/{KILLS} at {time.monotonic() - started:.1f}s: node {victim} "
                   f"(coordinator of {group}), restarted after {pause_s:.2f}s")
-        wait_for_progress(committers, since, RECOVERY_S)
+        wait_for_progress(committers, since, RECOVERY_S, errors)
     finally:
         stop.set()
         for t in threads:
