@@ -56,9 +56,10 @@ from coordinator_server.group.partitioner import partition_for
 from tests.cluster.cluster_support import OFFSETS_PARTITIONS, Cluster, Node
 from tests.integration.group_client import Connection, ServerClosed
 
-pytestmark = pytest.mark.integration
-
 KILLS = int(os.environ.get("CLUSTER_SOAK_KILLS", "20"))
+# About 2.5 minutes for 20 kills alone on 2 cores; room for a busier machine (make test runs it beside
+# another worker) without dropping the hang guard (make soak turns timeouts off).
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(max(300, 25 * KILLS))]
 TOPIC = "t"
 TOPIC_PARTITIONS = 4  # Cluster's default --topic t:4
 COMMITTER_GROUPS = 6  # one per __consumer_offsets partition, so every node coordinates some
