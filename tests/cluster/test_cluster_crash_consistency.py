@@ -62,7 +62,7 @@ KILLS = int(os.environ.get("CLUSTER_SOAK_KILLS", "20"))
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(max(300, 25 * KILLS))]
 TOPIC = "t"
 TOPIC_PARTITIONS = 4  # Cluster's default --topic t:4
-COMMITTER_GROUPS = 6  # one per __consumer_offsets partition, so every node coordinates some
+COMMITTER_GROUPS = int(os.environ.get("CLUSTER_SOAK_GROUPS", "6"))  # >= 6: every offsets partition has one
 CONSUMERS = 2  # members of the kafka-python group at any time
 RECOVERY_S = 45.0  # how long the cluster may take to acknowledge every committer again after a restart
 # What a client may be answered while leadership moves; anything else fails the test.
@@ -306,6 +306,7 @@ def test_acknowledged_commits_survive_kill9_of_leaders(cluster: Cluster) -> None
     seed = int(os.environ.get("CLUSTER_SOAK_SEED") or random.randrange(2**32))
     print(f"cluster crash consistency: CLUSTER_SOAK_SEED={seed} CLUSTER_SOAK_KILLS={KILLS}")
     rng = random.Random(seed)
+    assert COMMITTER_GROUPS >= OFFSETS_PARTITIONS, "every offsets partition needs a committer (see the end)"
     committers = [Ledger(g) for g in groups_covering_every_partition(COMMITTER_GROUPS)]
     consumers = Ledger("consumers")
     stats = ConsumerStats()
