@@ -68,10 +68,8 @@ class ClusterNode:
         self.view.on_brokers_changed = self.replicas.brokers_changed
         self.zk.on_session_event(self._session_event)
         await self.zk.start()
-        # Registered before any partition state is read: the states may still name this node leader at its
-        # previous process's epoch (killed less than a session ago), and a node whose registration is refused
-        # must not have loaded, served or let followers fetch anything meanwhile. Kafka's brokers likewise
-        # lead only what the controller tells them once registered.
+        # Registered before it learns any partition state, as Kafka's broker does: a node that fetches
+        # (and so may rejoin an ISR) while the controller cannot see it would be dropped again.
         await self.zk.register_broker(BrokerRegistration(self.node_id, self.host, self.port))
         await self.view.start()
         await self.controller.start()
