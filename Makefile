@@ -74,13 +74,16 @@ compat-matrix: $(TEST_STAMP) interop-deps
 	-$(PY) -m pytest tests/interop -n 2 --junitxml=build/interop-junit.xml $(PYTEST_ARGS)
 	$(PY) scripts/compat_matrix.py build/interop-junit.xml docs/compatibility.md
 
-# The crash-consistency and fuzz suites, longer: more SIGKILL points and more fuzzed frames. Override
-# e.g. `make soak SOAK_KILLS=1000`; SOAK_SEED=<printed seed> replays a crash schedule.
+# The crash-consistency suites (one node, and the cluster's kill -9 of leaders) and the fuzz suite, longer:
+# more SIGKILL points and more fuzzed frames. Override e.g. `make soak SOAK_KILLS=1000 CLUSTER_SOAK_KILLS=300`;
+# SOAK_SEED / CLUSTER_SOAK_SEED=<printed seed> replays a crash schedule.
 SOAK_KILLS ?= 300
+CLUSTER_SOAK_KILLS ?= 100
 SOAK_FUZZ_EXAMPLES ?= 20000
-soak: $(TEST_STAMP)
-	SOAK_KILLS=$(SOAK_KILLS) SOAK_FUZZ_EXAMPLES=$(SOAK_FUZZ_EXAMPLES) $(PY) -m pytest -s -o timeout=0 \
-		tests/durability/test_crash_consistency.py tests/fuzz $(PYTEST_ARGS)
+soak: $(TEST_STAMP) cluster-deps
+	SOAK_KILLS=$(SOAK_KILLS) CLUSTER_SOAK_KILLS=$(CLUSTER_SOAK_KILLS) SOAK_FUZZ_EXAMPLES=$(SOAK_FUZZ_EXAMPLES) \
+		$(PY) -m pytest -s -o timeout=0 tests/durability/test_crash_consistency.py \
+		tests/cluster/test_cluster_crash_consistency.py tests/fuzz $(PYTEST_ARGS)
 
 lint: $(TEST_STAMP)
 	$(PIP) install -q ruff mypy

@@ -30,6 +30,7 @@ T = TypeVar("T")
 class ZkClient:
     def __init__(self, connect: str, session_timeout_ms: int) -> None:
         self.connect = connect
+        self.session_timeout_ms = session_timeout_ms
         self._kz = KazooClient(
             hosts=connect, timeout=session_timeout_ms / 1000,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
@@ -150,8 +151,10 @@ class ZkClient:
             await self._call(self._kz.ensure_path, path)
 
     async def register_broker(self, registration: zl.BrokerRegistration) -> None:
-        """The ephemeral /brokers/ids/<id>. A leftover of this broker's previous session (not yet expired)
-        is replaced; one of a live session of another process is an error (two brokers with one id)."""
+        """The ephemeral /brokers/ids/<id>. One our own session already holds (a create retried after a
+        connection loss) is kept; one held by any other live session is an error, as in Kafka
+        (`KafkaZkClient.checkedEphemeralCreate`): another node has this id, or this node's previous process
+        died (kill -9) less than its session timeout ago and ZooKeeper has not expired that session yet."""
         await self.ensure_paths()
         path = zl.broker_path(registration.node_id)
         try:
@@ -160,8 +163,10 @@ class ZkClient:
             got = await self._call(self._kz.get, path)
             if got[1].ephemeralOwner == self._kz.client_id[0]:
                 return
-            raise RuntimeError(f"broker id {registration.node_id} is registered by another live session "
-                               f"(znode {path}); is another node running with --node-id {registration.node_id}?") from e
+            raise RuntimeError(
+                f"broker id {registration.node_id} is registered by another live session (znode {path}): is "
+                f"another node running with --node-id {registration.node_id}? Or, just after a crash, this "
+                f"node's previous session has not expired yet: start again after {self.session_timeout_ms} ms") from e
 
     async def create_controller(self, node_id: int) -> bool:
         try:
