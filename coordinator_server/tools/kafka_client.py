@@ -24,7 +24,10 @@ with warnings.catch_warnings():
     import kafka.errors as kafka_errors
     from kafka import KafkaAdminClient, TopicPartition
     from kafka.admin import OffsetSpec
+    from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
     from kafka.structs import OffsetAndMetadata
+
+from coordinator_server.tools.broker_requests import call_any
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "COORDINATOR_BOOTSTRAP_SERVER"
@@ -70,6 +73,20 @@ class GroupDescription:
 
     def owners(self) -> dict[Partition, Member]:
         return {tp: m for m in self.members for tp in (m.assignment or [])}
+
+
+@dataclass(frozen=True)
+class Coordinator:
+    """The node FindCoordinator names for a group: in a cluster, the leader of its `__consumer_offsets`
+    partition."""
+
+    node_id: int
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
 
 def error_name(error: type[Exception] | Exception) -> str:
@@ -141,6 +158,16 @@ class AdminSession:
 
     def describe_group(self, group_id: str) -> GroupDescription:
         return self.describe_groups([group_id])[group_id]
+
+    def find_coordinator(self, group_id: str) -> Coordinator:
+        """FindCoordinator v3, asked of the bootstrap servers (any node answers for the cluster)."""
+        request = FindCoordinatorRequest[3](key=group_id, key_type=0)  # key type 0: a group
+        response = call_any(self.bootstrap, request, FindCoordinatorResponse, CLIENT_ID, self.timeout_ms)
+        if response.error_code:
+            error = kafka_errors.for_code(response.error_code)
+            raise ToolError(f"FindCoordinator for group {group_id!r} failed: {error_name(error)}: "
+                            f"{error_description(error) or response.error_message}")
+        return Coordinator(response.node_id, response.host, response.port)
 
     def committed_offsets(self, group_id: str) -> dict[Partition, int]:
         """Every committed offset of the group (OffsetFetch for all topics)."""

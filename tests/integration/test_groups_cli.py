@@ -97,8 +97,11 @@ def test_list_describe_offsets_of_a_live_group(capsys: pytest.CaptureFixture[str
     assert member["assignment"] == [{"topic": TOPIC, "partition": p} for p in range(3)]
     assert member["subscribed_topics"] == [TOPIC]
     assert "generation" not in described and "leader" not in described  # DescribeGroups has neither
+    # FindCoordinator's answer: on one node, that node (node id 0 by default) at its address.
+    assert described["coordinator"] == {"node_id": 0, "host": "127.0.0.1", "port": srv.port}
     code, out, _ = run(capsys, srv, "describe", GROUP)
     assert code == 0 and "orders(0,1,2)" in out and "STATE          Stable" in out
+    assert f"COORDINATOR    0 (127.0.0.1:{srv.port})" in out.splitlines()
 
     report = run_json(capsys, srv, "offsets", GROUP)
     assert [(r["partition"], r["committed_offset"], r["log_end_offset"], r["lag"]) for r in report["partitions"]] == [
