@@ -173,6 +173,35 @@ def test_reset_errors_name_the_problem(capsys: pytest.CaptureFixture[str], srv: 
     assert run_json(capsys, srv, "offsets", "new-group")["total_lag"] == 0
 
 
+def test_cluster_status_of_one_node(capsys: pytest.CaptureFixture[str], srv: ServerProcess) -> None:
+    """One node is a cluster of one: the only broker, the controller, the leader and whole ISR of every
+    `__consumer_offsets` partition. It serves ListOffsets of `__consumer_offsets` only in a cluster, so
+    the high watermarks are unknown, and each partition says why."""
+    code = cli_main(["cluster", "status", "--bootstrap-server", srv.address, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    status = json.loads(out)
+    assert status["controller_id"] == 0
+    assert status["brokers"] == [{"node_id": 0, "host": "127.0.0.1", "port": srv.port, "controller": True}]
+    offsets = status["offsets_topic"]
+    assert offsets["error"] is None and offsets["partitions"]
+    assert offsets["under_replicated_partitions"] == offsets["offline_partitions"] == []
+    assert {(p["leader"], p["leader_epoch"], tuple(p["replicas"]), tuple(p["isr"]), p["high_watermark"], p["error"])
+            for p in offsets["partitions"]} == {(0, 0, (0,), (0,), None, "UNKNOWN_TOPIC_OR_PARTITION")}
+    assert [p["partition"] for p in offsets["partitions"]] == list(range(len(offsets["partitions"])))
+
+    code = cli_main(["cluster", "status", "--bootstrap-server", f"127.0.0.1:1,{srv.address}"])
+    out, _ = capsys.readouterr()
+    lines = out.splitlines()  # the first bootstrap server is down: the next one answered
+    assert code == 0 and lines[0] == f"CLUSTER-ID {status['cluster_id']}  CONTROLLER 0"
+    assert [line.split() for line in lines[2:4]] == [["BROKER", "HOST:PORT", "CONTROLLER"], ["0", srv.address, "*"]]
+
+    code = cli_main(["cluster", "status", "--bootstrap-server", "127.0.0.1:1", "--timeout-ms", "1000"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert err.startswith("coordinator-server cluster status: error: cannot reach a server at 127.0.0.1:1")
+
+
 def test_console_script_exit_codes(srv: ServerProcess) -> None:
     env = {**os.environ, "COORDINATOR_BOOTSTRAP_SERVER": srv.address}
     ok = subprocess.run([sys.executable, "-m", "coordinator_server", "groups", "list", "--json"], env=env,
