@@ -172,9 +172,9 @@ class RequestHandlers:
             return await self.replicas.handle_offset_for_leader_epoch(req, ctx.version, ctx.access)
         return await self.data.handle_offset_for_leader_epoch(req, ctx.version, ctx.access)
 
-    async def handle_list_offsets(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage | None:
+    async def handle_list_offsets(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         response = await self.data.handle_list_offsets(req, ctx.version, ctx.access)
-        if self.replicas is not None and response is not None:
+        if self.replicas is not None:
             # In a cluster `__consumer_offsets` is the replica manager's: its leaders answer for it (with the
             # high watermark), a non-leader says NOT_LEADER_OR_FOLLOWER; other topics stay the data handlers'.
             response.topics = [

@@ -130,8 +130,8 @@ def fetch_status(bootstrap: str, timeout_ms: int) -> ClusterStatus:
         if p.error is None:
             by_leader.setdefault(p.leader, []).append(p)
     answers: dict[int, tuple[int | None, str | None]] = {}
-    for leader, parts in sorted(by_leader.items()):
-        answers.update(_high_watermarks(addresses.get(leader), parts, timeout_ms))
+    for leader, parts in sorted(by_leader.items()):  # only live brokers lead partitions without an error
+        answers.update(_high_watermarks(addresses[leader], parts, timeout_ms))
     partitions = [p if p.partition not in answers else
                   OffsetsPartition(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr, p.offline_replicas,
                                    *answers[p.partition])
@@ -163,11 +163,9 @@ def status_from_metadata(metadata: Any) -> ClusterStatus:
     return ClusterStatus(metadata.cluster_id, metadata.controller_id, brokers, topic_error, partitions)
 
 
-def _high_watermarks(address: tuple[str, int] | None, parts: list[OffsetsPartition],
+def _high_watermarks(address: tuple[str, int], parts: list[OffsetsPartition],
                      timeout_ms: int) -> dict[int, tuple[int | None, str | None]]:
     """partition -> (high watermark, error), asked of their leader in one ListOffsets."""
-    if address is None:
-        return {p.partition: (None, "leader not a live broker") for p in parts}
     _Topic = ListOffsetsRequest.ListOffsetsTopic
     request = ListOffsetsRequest[4](
         replica_id=CONSUMER_REPLICA_ID, isolation_level=READ_UNCOMMITTED,
