@@ -3,7 +3,8 @@
 Everything here is plain data in, plain data out: the admin client's dicts and exceptions are turned
 into small dataclasses and `ToolError`s naming Kafka's error (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND), so the
 commands never see kafka-python types. The admin client runs its I/O on a background thread; `AdminSession`
-is a context manager so that thread is always stopped, even when a command fails half-way.
+is a context manager so that thread is always stopped, even when a command fails half-way. FindCoordinator,
+which the admin client only makes privately, goes over `broker_requests` (docs/decisions.md, "The cluster").
 """
 from __future__ import annotations
 
