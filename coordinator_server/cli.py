@@ -2,7 +2,7 @@
 
 With no subcommand (flags only, or nothing) it starts the server: config, logging, then `app.serve` under
 uvloop, exactly as before subcommands existed, so `make run`, the Dockerfile and the tests keep working.
-A first argument naming a subcommand runs an operator tool instead (`groups`, `dump-log`); tools are
+A first argument naming a subcommand runs an operator tool instead (`groups`, `cluster`, `dump-log`); tools are
 imported only when asked for, so starting the server does not pay for them.
 """
 from __future__ import annotations
@@ -70,6 +70,7 @@ def run(config: Config) -> int:
 # Subcommand -> module with `main(argv) -> int`. Later tools (repair-log, users, acls) register here.
 SUBCOMMANDS: dict[str, str] = {
     "groups": "coordinator_server.tools.groups",
+    "cluster": "coordinator_server.tools.cluster_status",  # `cluster status` (docs/cluster.md "Observing it")
     "dump-log": "coordinator_server.tools.dump_log",
     "repair-log": "coordinator_server.tools.repair_log",
     "users": "coordinator_server.security.users",  # SASL/SCRAM credentials (docs/security.md)

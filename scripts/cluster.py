@@ -71,6 +71,7 @@ def up(args: argparse.Namespace) -> int:
         print(f"node {node['node_id']}       127.0.0.1:{node['port']}   data {node['data_dir']}   log {node['log']}")
     bootstrap = ",".join(f"127.0.0.1:{n['port']}" for n in nodes)
     print(f"bootstrap.servers={bootstrap}")
+    print(f"status with: .venv/bin/coordinator-server cluster status --bootstrap-server {bootstrap}")
     print("stop with: make cluster-down")
     return 0
 

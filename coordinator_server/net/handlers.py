@@ -122,7 +122,7 @@ class RequestHandlers:
             ApiKey.LeaveGroup: self.handle_leave_group,
             ApiKey.Produce: _versioned(data.handle_produce),
             ApiKey.Fetch: self.handle_fetch,
-            ApiKey.ListOffsets: _versioned(data.handle_list_offsets),
+            ApiKey.ListOffsets: self.handle_list_offsets,
             ApiKey.OffsetForLeaderEpoch: self.handle_offset_for_leader_epoch,
             ApiKey.InitProducerId: _versioned(data.handle_init_producer_id),
             ApiKey.CreateTopics: _versioned(data.handle_create_topics),
@@ -160,7 +160,7 @@ class RequestHandlers:
         # Reached only when authenticated, or on a listener without SASL: KafkaApis answers ILLEGAL_SASL_STATE.
         return sasl_gate.after_authentication(ctx.header.api_key, ctx.version)
 
-    # ----------------------------------------------------- Fetch and OffsetForLeaderEpoch (data or replica)
+    # ------------------------------------- Fetch, OffsetForLeaderEpoch and ListOffsets (data or replica)
 
     async def handle_fetch(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage | None:
         if self.replicas is not None and replica_id_of(req, ctx.version) >= 0:
@@ -171,6 +171,17 @@ class RequestHandlers:
         if self.replicas is not None and ctx.version >= 3 and req.replica_id >= 0:
             return await self.replicas.handle_offset_for_leader_epoch(req, ctx.version, ctx.access)
         return await self.data.handle_offset_for_leader_epoch(req, ctx.version, ctx.access)
+
+    async def handle_list_offsets(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+        response = await self.data.handle_list_offsets(req, ctx.version, ctx.access)
+        if self.replicas is not None:
+            # In a cluster `__consumer_offsets` is the replica manager's: its leaders answer for it (with the
+            # high watermark), a non-leader says NOT_LEADER_OR_FOLLOWER; other topics stay the data handlers'.
+            response.topics = [
+                self.replicas.list_offsets_topic(t, ctx.version, req.replica_id, ctx.access)
+                if t.name == OFFSETS_TOPIC else answered
+                for t, answered in zip(req.topics, response.topics, strict=True)]
+        return response
 
     # ------------------------------------------------------------------------- ControlledShutdown
 

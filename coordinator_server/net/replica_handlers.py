@@ -1,16 +1,20 @@
-"""Requests brokers send each other about `__consumer_offsets`: a follower's Fetch (replica id = its broker
-id) and its OffsetForLeaderEpoch, answered by the replica manager (coordinator_server.replication).
+"""Requests about `__consumer_offsets` that its replicas answer: a follower's Fetch (replica id = its broker
+id) and its OffsetForLeaderEpoch, and anyone's ListOffsets, answered by the replica manager
+(coordinator_server.replication).
 
-Kafka authorizes both with CLUSTER_ACTION on the cluster (brokers' own principal); a consumer's fetch of
-the same topic (replica id -1) goes to the data handlers instead.
+Kafka authorizes the first two with CLUSTER_ACTION on the cluster (brokers' own principal); a consumer's
+fetch of the same topic (replica id -1) goes to the data handlers instead. ListOffsets needs DESCRIBE on the
+topic, as for any other; in a cluster the partition's leader answers it with its high watermark (what an
+operator watches during a failover: `coordinator-server cluster status`).
 """
 from __future__ import annotations
 
 from typing import Protocol
 
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.consumer import FetchResponse, OffsetForLeaderEpochResponse
+from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse
 
+from coordinator_server.replication.replica_manager import OffsetsView
 from coordinator_server.security.authorizer import Access
 from protocol.errors import Errors
 
@@ -20,12 +24,21 @@ _FTopic = FetchResponse.FetchableTopicResponse
 _FPart = _FTopic.PartitionData
 _ETopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _EPart = _ETopic.EpochEndOffset
+_LTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_LPart = _LTopic.ListOffsetsPartitionResponse
+
+# ListOffsets' special timestamps (KIP-734, KIP-405) and replica ids.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+EARLIEST_LOCAL_TIMESTAMP = -4
+CONSUMER_REPLICA_ID = -1
 
 
 class Replicas(Protocol):
     def replica_read(self, replica_id: int, partition: int, fetch_offset: int, current_leader_epoch: int,
                      max_bytes: int) -> tuple[Errors, bytes, int, int]: ...
     async def wait_for_append(self, partitions: list[int], max_wait_ms: int) -> None: ...
+    def offsets_view(self, partition: int, current_leader_epoch: int) -> tuple[Errors, OffsetsView | None]: ...
     def offset_for_leader_epoch(self, partition: int, current_leader_epoch: int,
                                 epoch: int) -> tuple[Errors, int, int]: ...
 
@@ -36,6 +49,21 @@ def replica_id_of(req: ApiMessage, version: int) -> int:
         state = getattr(req, "replica_state", None)
         return state.replica_id if state is not None else -1
     return getattr(req, "replica_id", -1)
+
+
+def list_offset_answer(view: OffsetsView, timestamp: int, replica_id: int) -> tuple[Errors, int, int]:
+    """(error, offset, leader epoch) for one partition of ListOffsets, as Kafka's Partition answers it.
+
+    LATEST is the high watermark for a client (replica id -1; with no transactions in this log the last
+    stable offset is the same, so both isolation levels get it) and the log end offset for a broker or a
+    debugging tool. The log keeps no time index, so a lookup by time is refused as Kafka refuses one on a
+    log whose format has no timestamps."""
+    if timestamp == LATEST_TIMESTAMP:
+        offset = view.high_watermark if replica_id == CONSUMER_REPLICA_ID else view.log_end_offset
+        return Errors.NONE, offset, view.leader_epoch
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        return Errors.NONE, view.log_start_offset, -1
+    return Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1
 
 
 class ReplicaHandlers:
@@ -97,3 +125,18 @@ class ReplicaHandlers:
                                     end_offset=end))
             topics.append(_ETopic(topic=t.topic, partitions=parts))
         return OffsetForLeaderEpochResponse[version](throttle_time_ms=0, topics=topics)
+
+    def list_offsets_topic(self, topic: ApiMessage, version: int, replica_id: int, access: Access) -> ApiMessage:
+        """ListOffsets of `__consumer_offsets` (one request topic): each partition answered by its leader."""
+        parts = []
+        for p in topic.partitions:
+            if not access.topic("DESCRIBE", topic.name):
+                error, offset, epoch = Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1
+            else:
+                error, view = self.replicas.offsets_view(p.partition_index,
+                                                         p.current_leader_epoch if version >= 4 else -1)
+                error, offset, epoch = (list_offset_answer(view, p.timestamp, replica_id) if view is not None
+                                        else (error, -1, -1))
+            parts.append(_LPart(partition_index=p.partition_index, error_code=int(error), timestamp=-1,
+                                offset=offset, leader_epoch=epoch))
+        return _LTopic(name=topic.name, partitions=parts)

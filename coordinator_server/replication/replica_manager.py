@@ -59,6 +59,17 @@ class PartitionState:
     zk_version: int
 
 
+@dataclass(frozen=True, slots=True)
+class OffsetsView:
+    """A led partition's offsets, for ListOffsets: [log_start_offset, log_end_offset) is on disk here, and
+    below high_watermark is committed (on every ISR member)."""
+
+    log_start_offset: int
+    high_watermark: int
+    log_end_offset: int
+    leader_epoch: int
+
+
 class IsrWriter(Protocol):
     """Writes a partition's ISR to ZooKeeper only if its state is still at `zk_version` (the cluster room)."""
 
@@ -308,6 +319,17 @@ class ReplicaManager:
         if leading is not None:
             return leading.state.high_watermark
         return self._high_watermarks.get(partition, 0)
+
+    def offsets_view(self, partition: int, current_leader_epoch: int) -> tuple[Errors, OffsetsView | None]:
+        """What ListOffsets of `__consumer_offsets` reads: only the partition's leader answers (Kafka's
+        fetchOnlyFromLeader), fenced by the caller's leader epoch as a follower's fetch is."""
+        error = self.leader_check(partition, current_leader_epoch)
+        if error != Errors.NONE:
+            return error, None
+        plog = self._plog(partition)
+        leading = self._leading[partition]
+        return Errors.NONE, OffsetsView(plog.log_start_offset, leading.state.high_watermark, plog.next_offset,
+                                        leading.leader_epoch)
 
     def replica_read(self, replica_id: int, partition: int, fetch_offset: int, current_leader_epoch: int,
                      max_bytes: int) -> tuple[Errors, bytes, int, int]:

@@ -1,14 +1,16 @@
 """`coordinator-server groups ...`: Kafka's `kafka-consumer-groups.sh` for this server, over the protocol.
 
     list                       ListGroups + DescribeGroups: group, state, protocol type, member count
-    describe GROUP             DescribeGroups: state, protocol, members and their decoded assignments
+    describe GROUP             DescribeGroups + FindCoordinator: state, protocol, coordinator, members and
+                               their decoded assignments
     offsets GROUP              OffsetFetch + ListOffsets(latest): committed, log end, lag per partition
     delete GROUP...            DeleteGroups
     reset-offsets GROUP ...    DescribeGroups (must be Empty or Dead), ListOffsets, then OffsetCommit
 
 Tables for people by default, `--json` for scripts; exit 0 on success, 1 with one line on stderr on an
 error (2 for a usage error, as argparse does). DescribeGroups carries neither the generation nor the
-leader, so neither is shown: this tool only reports what the protocol says.
+leader, so neither is shown: this tool only reports what the protocol says. The coordinator it shows is
+FindCoordinator's answer (in a cluster, the leader of the group's `__consumer_offsets` partition).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from coordinator_server.tools.kafka_client import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_MS,
     AdminSession,
+    Coordinator,
     GroupDescription,
     Member,
     Partition,
@@ -120,10 +123,11 @@ def format_assignment(member: Member) -> str | None:
     return "; ".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(by_topic.items())) or ""
 
 
-def describe_json(group: GroupDescription) -> dict[str, Any]:
+def describe_json(group: GroupDescription, coordinator: Coordinator) -> dict[str, Any]:
     return {
         "group_id": group.group_id, "state": group.state, "protocol_type": group.protocol_type,
         "protocol": group.protocol or None,
+        "coordinator": {"node_id": coordinator.node_id, "host": coordinator.host, "port": coordinator.port},
         "members": [{
             "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
             "client_host": m.client_host, "subscribed_topics": m.subscribed_topics,
@@ -134,11 +138,13 @@ def describe_json(group: GroupDescription) -> dict[str, Any]:
 
 def cmd_describe(session: AdminSession, args: argparse.Namespace) -> int:
     group = _existing_group(session, args.group)
+    coordinator = session.find_coordinator(args.group)
     if args.json:
-        write_json(describe_json(group))
+        write_json(describe_json(group, coordinator))
         return EXIT_OK
     print(f"GROUP          {group.group_id}\nSTATE          {group.state}\n"
           f"PROTOCOL-TYPE  {group.protocol_type or '-'}\nPROTOCOL       {group.protocol or '-'}\n"
+          f"COORDINATOR    {coordinator.node_id} ({coordinator.address})\n"
           f"MEMBERS        {len(group.members)}")
     if group.members:
         print()

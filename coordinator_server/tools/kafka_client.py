@@ -3,7 +3,8 @@
 Everything here is plain data in, plain data out: the admin client's dicts and exceptions are turned
 into small dataclasses and `ToolError`s naming Kafka's error (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND), so the
 commands never see kafka-python types. The admin client runs its I/O on a background thread; `AdminSession`
-is a context manager so that thread is always stopped, even when a command fails half-way.
+is a context manager so that thread is always stopped, even when a command fails half-way. FindCoordinator,
+which the admin client only makes privately, goes over `broker_requests` (docs/decisions.md, "The cluster").
 """
 from __future__ import annotations
 
@@ -24,7 +25,10 @@ with warnings.catch_warnings():
     import kafka.errors as kafka_errors
     from kafka import KafkaAdminClient, TopicPartition
     from kafka.admin import OffsetSpec
+    from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
     from kafka.structs import OffsetAndMetadata
+
+from coordinator_server.tools.broker_requests import call_any
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "COORDINATOR_BOOTSTRAP_SERVER"
@@ -70,6 +74,20 @@ class GroupDescription:
 
     def owners(self) -> dict[Partition, Member]:
         return {tp: m for m in self.members for tp in (m.assignment or [])}
+
+
+@dataclass(frozen=True)
+class Coordinator:
+    """The node FindCoordinator names for a group: in a cluster, the leader of its `__consumer_offsets`
+    partition."""
+
+    node_id: int
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
 
 def error_name(error: type[Exception] | Exception) -> str:
@@ -141,6 +159,16 @@ class AdminSession:
 
     def describe_group(self, group_id: str) -> GroupDescription:
         return self.describe_groups([group_id])[group_id]
+
+    def find_coordinator(self, group_id: str) -> Coordinator:
+        """FindCoordinator v3, asked of the bootstrap servers (any node answers for the cluster)."""
+        request = FindCoordinatorRequest[3](key=group_id, key_type=0)  # key type 0: a group
+        response = call_any(self.bootstrap, request, FindCoordinatorResponse, CLIENT_ID, self.timeout_ms)
+        if response.error_code:
+            error = kafka_errors.for_code(response.error_code)
+            raise ToolError(f"FindCoordinator for group {group_id!r} failed: {error_name(error)}: "
+                            f"{error_description(error) or response.error_message}")
+        return Coordinator(response.node_id, response.host, response.port)
 
     def committed_offsets(self, group_id: str) -> dict[Partition, int]:
         """Every committed offset of the group (OffsetFetch for all topics)."""

@@ -97,8 +97,11 @@ def test_list_describe_offsets_of_a_live_group(capsys: pytest.CaptureFixture[str
     assert member["assignment"] == [{"topic": TOPIC, "partition": p} for p in range(3)]
     assert member["subscribed_topics"] == [TOPIC]
     assert "generation" not in described and "leader" not in described  # DescribeGroups has neither
+    # FindCoordinator's answer: on one node, that node (node id 0 by default) at its address.
+    assert described["coordinator"] == {"node_id": 0, "host": "127.0.0.1", "port": srv.port}
     code, out, _ = run(capsys, srv, "describe", GROUP)
     assert code == 0 and "orders(0,1,2)" in out and "STATE          Stable" in out
+    assert f"COORDINATOR    0 (127.0.0.1:{srv.port})" in out.splitlines()
 
     report = run_json(capsys, srv, "offsets", GROUP)
     assert [(r["partition"], r["committed_offset"], r["log_end_offset"], r["lag"]) for r in report["partitions"]] == [
@@ -168,6 +171,35 @@ def test_reset_errors_name_the_problem(capsys: pytest.CaptureFixture[str], srv: 
     plan = run_json(capsys, srv, "reset-offsets", "new-group", "--topic", TOPIC, "--to-latest", "--execute")
     assert [r["new_offset"] for r in plan["partitions"]] == [PER_PARTITION[p] for p in range(3)]
     assert run_json(capsys, srv, "offsets", "new-group")["total_lag"] == 0
+
+
+def test_cluster_status_of_one_node(capsys: pytest.CaptureFixture[str], srv: ServerProcess) -> None:
+    """One node is a cluster of one: the only broker, the controller, the leader and whole ISR of every
+    `__consumer_offsets` partition. It serves ListOffsets of `__consumer_offsets` only in a cluster, so
+    the high watermarks are unknown, and each partition says why."""
+    code = cli_main(["cluster", "status", "--bootstrap-server", srv.address, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    status = json.loads(out)
+    assert status["controller_id"] == 0
+    assert status["brokers"] == [{"node_id": 0, "host": "127.0.0.1", "port": srv.port, "controller": True}]
+    offsets = status["offsets_topic"]
+    assert offsets["error"] is None and offsets["partitions"]
+    assert offsets["under_replicated_partitions"] == offsets["offline_partitions"] == []
+    assert {(p["leader"], p["leader_epoch"], tuple(p["replicas"]), tuple(p["isr"]), p["high_watermark"], p["error"])
+            for p in offsets["partitions"]} == {(0, 0, (0,), (0,), None, "UNKNOWN_TOPIC_OR_PARTITION")}
+    assert [p["partition"] for p in offsets["partitions"]] == list(range(len(offsets["partitions"])))
+
+    code = cli_main(["cluster", "status", "--bootstrap-server", f"127.0.0.1:1,{srv.address}"])
+    out, _ = capsys.readouterr()
+    lines = out.splitlines()  # the first bootstrap server is down: the next one answered
+    assert code == 0 and lines[0] == f"CLUSTER-ID {status['cluster_id']}  CONTROLLER 0"
+    assert [line.split() for line in lines[2:4]] == [["BROKER", "HOST:PORT", "CONTROLLER"], ["0", srv.address, "*"]]
+
+    code = cli_main(["cluster", "status", "--bootstrap-server", "127.0.0.1:1", "--timeout-ms", "1000"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert err.startswith("coordinator-server cluster status: error: cannot reach a server at 127.0.0.1:1")
 
 
 def test_console_script_exit_codes(srv: ServerProcess) -> None:

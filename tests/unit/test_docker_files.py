@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,11 @@ GRAFANA = DOCKER / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "coordinator.json"
 SERVICE = "coordinator"
 DEMO_SERVICES = ("producer", "consumer")
+# The `cluster` profile (docs/cluster.md): ZooKeeper and three nodes, started only with --profile cluster.
+CLUSTER_PROFILE = "cluster"
+ZOOKEEPER = "zookeeper"
+CLUSTER_NODES = ("coordinator-1", "coordinator-2", "coordinator-3")
+ZOOKEEPER_CLIENT_PORT = 2181  # the official image's clientPort
 
 KNOWN_ENV = {"COORDINATOR_" + attr.upper() for _flag, attr, _typ, _help in _OPTIONS} | {"COORDINATOR_TOPIC"}
 
@@ -310,7 +316,84 @@ def test_compose_volume_and_port_match_the_image(compose: dict[str, Any], servic
 
 
 def test_compose_services(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {SERVICE, *DEMO_SERVICES, "prometheus", "grafana"}
+    services = compose["services"]
+    assert set(services) == {SERVICE, *DEMO_SERVICES, "prometheus", "grafana", ZOOKEEPER, *CLUSTER_NODES}
+    # `docker compose up` (no profile) starts what it always did; the cluster only with --profile cluster.
+    assert {n for n, s in services.items() if not s.get("profiles")} == {SERVICE, *DEMO_SERVICES, "prometheus",
+                                                                        "grafana"}
+    assert {n for n, s in services.items() if s.get("profiles")} == {ZOOKEEPER, *CLUSTER_NODES}
+    assert all(list(services[n]["profiles"]) == [CLUSTER_PROFILE] for n in (ZOOKEEPER, *CLUSTER_NODES))
+
+
+def test_compose_zookeeper(compose: dict[str, Any]) -> None:
+    zookeeper = compose["services"][ZOOKEEPER]
+    assert str(zookeeper["image"]).startswith("zookeeper:3.8")
+    # The nodes wait for it to be healthy: `zkServer.sh status` answers once the server serves.
+    assert [str(w) for w in zookeeper["healthcheck"]["test"]] == ["CMD", "zkServer.sh", "status"]
+    assert not zookeeper.get("ports"), "only the compose network needs ZooKeeper"
+
+
+def _node_config(compose: dict[str, Any], name: str, instructions: list[tuple[str, str]]) -> Config:
+    return load_config([], {**dockerfile_env(instructions), **compose_env(compose["services"][name])})
+
+
+@pytest.mark.parametrize("name", CLUSTER_NODES)
+def test_compose_cluster_node_env_is_accepted_by_the_config(compose: dict[str, Any], service: dict[str, Any],
+                                                            instructions: list[tuple[str, str]], name: str) -> None:
+    node = compose["services"][name]
+    env = compose_env(node)
+    unknown = {k for k in env if k not in KNOWN_ENV}
+    assert not unknown, f"not COORDINATOR_* variables the server reads: {unknown}"
+    config = _node_config(compose, name, instructions)
+    assert config.advertised_host == name  # brokers and clients on the compose network reach the service name
+    assert config.zookeeper_connect is not None
+    hosts, _, _chroot = config.zookeeper_connect.partition("/")
+    assert hosts == f"{ZOOKEEPER}:{ZOOKEEPER_CLIENT_PORT}"
+    assert (config.offsets_replication_factor, config.min_insync_replicas) == (3, 2)
+    # The same image as the single server, built the same way.
+    assert (node["image"], node["build"]) == (service["image"], service["build"])
+    assert node["depends_on"][ZOOKEEPER]["condition"] == "service_healthy"
+    mounts = [str(v).split(":") for v in node["volumes"]]
+    assert [m[1] for m in mounts] == [config.data_dir]
+    assert not node.get("ports"), "the nodes advertise service names, which resolve only on the compose network"
+
+
+def test_compose_cluster_nodes_form_one_cluster(compose: dict[str, Any], instructions: list[tuple[str, str]]) -> None:
+    configs = [_node_config(compose, name, instructions) for name in CLUSTER_NODES]
+    assert len({c.node_id for c in configs}) == len(CLUSTER_NODES)  # distinct broker ids
+    assert len({c.zookeeper_connect for c in configs}) == 1  # one ZooKeeper, one chroot
+    # Enough nodes for __consumer_offsets to be created, and an ISR that survives losing one of them.
+    assert all(c.offsets_replication_factor <= len(CLUSTER_NODES) for c in configs)
+    assert all(c.min_insync_replicas < c.offsets_replication_factor for c in configs)
+    # Each node has its own data volume (the server locks its data directory).
+    volumes = [str(v).split(":")[0] for name in CLUSTER_NODES for v in compose["services"][name]["volumes"]]
+    assert len(set(volumes)) == len(CLUSTER_NODES)
+    # Only __consumer_offsets is replicated: every node must define the same topics (docs/cluster.md).
+    assert len({tuple((t.name, t.partitions) for t in c.topics) for c in configs}) == 1
+
+
+def test_the_image_installs_the_cluster_dependency(instructions: list[tuple[str, str]]) -> None:
+    # kazoo (the ZooKeeper client) is one of the package's dependencies, which `pip install .` installs.
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert any(re.match(r"kazoo\b", d) for d in pyproject["project"]["dependencies"])
+    runs = [shlex.split(args.replace("&&", " && ")) for i, args in instructions if i == "RUN"]
+    installs = [words for words in runs if words[:2] == ["pip", "install"]]
+    assert installs and "." in installs[0] and "--no-deps" not in installs[0], installs
+
+
+def test_compose_file_reads_the_same_without_pyyaml() -> None:
+    # The compose file must stay in the subset parse_simple_yaml reads (used when PyYAML is absent).
+    yaml = pytest.importorskip("yaml")
+    text = COMPOSE.read_text(encoding="utf-8")
+
+    def as_text(value: Any) -> Any:  # the simple parser keeps every scalar a string
+        if isinstance(value, dict):
+            return {str(k): as_text(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [as_text(v) for v in value]
+        return None if value is None else str(value)
+
+    assert parse_simple_yaml(text) == as_text(yaml.safe_load(text))
 
 
 def _image_config(service: dict[str, Any], instructions: list[tuple[str, str]]) -> Config:
