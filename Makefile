@@ -96,10 +96,10 @@ $(BENCH_STAMP): $(STAMP)
 	$(PIP) install -q -e '.[bench]'
 	touch $@
 
-bench: $(BENCH_STAMP)
+bench: $(BENCH_STAMP) cluster-deps
 	$(PY) -m benchmarks.run --profile $(BENCH_ARGS)
 
-bench-quick: $(BENCH_STAMP)
+bench-quick: $(BENCH_STAMP) cluster-deps
 	$(PY) -m benchmarks.run --quick $(BENCH_ARGS)
 
 clean:
