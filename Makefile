@@ -87,8 +87,9 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check coordinator_server protocol tests
 
 # Measured speed (benchmarks/, docs/performance.md): every figure a ratio against a floor server and
-# librdkafka's mock cluster measured in the same run. `bench` (< 15 min on 2 cores) writes
-# benchmarks/results/<date>.json, docs/performance.md and its plot; `bench-quick` (< 2 min) only prints.
+# librdkafka's mock cluster measured in the same run; the cluster scenario (ZooKeeper and three nodes, hence
+# cluster-deps) against a single node. `bench` (< 15 min on 2 cores) writes
+# benchmarks/results/<date>.json, docs/performance.md and its plot; `bench-quick` (< 3 min) only prints.
 BENCH_STAMP := $(VENV)/.bench-installed
 BENCH_ARGS ?=
 
