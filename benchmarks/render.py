@@ -303,7 +303,7 @@ numbers depend on the machine; the ratios are the point. Nothing here is asserte
   replay got fast); `make bench-quick` uses 200,000.
 - **Cluster** (`benchmarks/cluster.py`, `benchmarks/failover.py`): ZooKeeper (Debian's, started by
   `coordinator_server/tools/local_zookeeper.py`) and three nodes, `--offsets-replication-factor 3
-  --min-insync-replicas 2 --zookeeper-session-timeout-ms {res.get('cluster', {}).get('failover', {}).get('zookeeper_session_timeout_ms', 0):,}`, fsync always,
+  --min-insync-replicas 2 --zookeeper-session-timeout-ms {res.get('cluster', {}).get('failover', {}).get('zookeeper_session_timeout_ms', 0)}`, fsync always,
   50 `__consumer_offsets` partitions. *Replicated commits*: the durable-commits load generator and frames,
   each connection to the coordinator of its own group (FindCoordinator first), against a single node with
   the same flags started just before the cluster. *Failover*: {res.get('cluster', {}).get('failover', {}).get('groups', 0):,} one-member groups
