@@ -94,15 +94,19 @@ class LocalCluster:
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{n.fixed_port}" for n in self.nodes.values())
 
+    def metadata(self) -> Any:
+        node = self.running()[0]
+        return _call(("127.0.0.1", node.fixed_port), MetadataRequest[9](
+            topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")],
+            allow_auto_topic_creation=False), MetadataResponse)
+
     def _wait_ready(self) -> None:
         """Every __consumer_offsets partition led and fully in sync, so each commit is replicated to 3."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         last: Any = None
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):
-                md = _call(("127.0.0.1", self.nodes[0].fixed_port), MetadataRequest[9](
-                    topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")],
-                    allow_auto_topic_creation=False), MetadataResponse)
+                md = self.metadata()
                 parts = md.topics[0].partitions if md.topics and md.topics[0].error_code == 0 else []
                 last = [(p.partition_index, p.leader_id, list(p.isr_nodes)) for p in parts][:5]
                 if parts and all(p.leader_id >= 0 and len(p.isr_nodes) == NODES for p in parts):
@@ -200,6 +204,7 @@ def failover(cluster: LocalCluster, groups: int) -> dict[str, Any]:
         for node_id in registered["groups"].values():
             per_node[node_id] = per_node.get(node_id, 0) + 1
         victim = max(per_node, key=lambda n: per_node[n])
+        controller = cluster.metadata().controller_id
         time.sleep(1.0)  # every member heartbeating on its own schedule, nothing in flight from registering
         killed_at = time.monotonic()
         cluster.nodes[victim].kill9()
@@ -221,6 +226,8 @@ def failover(cluster: LocalCluster, groups: int) -> dict[str, Any]:
     result.update(
         groups_per_node={str(k): v for k, v in sorted(per_node.items())}, register_s=registered["register_s"],
         zookeeper_session_timeout_ms=ZK_SESSION_MS, partitions_moved=len(loads),
+        # Killing the controller too adds a controller election (another ZooKeeper watch and epoch bump).
+        victim_was_controller=victim == controller,
         first_leader_s=min(elected) if elected else None, last_leader_s=max(elected) if elected else None,
         partition_load_s_max=load_s[-1] if load_s else None,
         partition_load_s_median=statistics.median(load_s) if load_s else None,

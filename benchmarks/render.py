@@ -167,7 +167,8 @@ def cluster_rows(cl: dict[str, Any] | None) -> list[str]:
     rows = [
         f"| cluster failover, {fo['groups']:,} groups | {fo['seconds']:.2f} s from kill -9 to the last of its "
         f"{fo['moved']:,} groups Stable on its new coordinator (first {fo['first_s']:.2f} s, p50 {fo['p50_s']:.2f} s; "
-        f"{fo['rejoins']} rejoins) | ZooKeeper session timeout {fo['zookeeper_session_timeout_ms']:,} ms | "
+        f"{fo['rejoins']} rejoins{'; it was also the controller' if fo.get('victim_was_controller') else ''}) | "
+        f"ZooKeeper session timeout {fo['zookeeper_session_timeout_ms']:,} ms | "
         f"{fo['seconds'] * 1000 / fo['zookeeper_session_timeout_ms']:.2f}x the session timeout | — |",
         f"| cluster failover, partition load on the new leader | {_ms(fo['partition_load_s_max'])} the slowest of "
         f"{fo['partitions_moved']} partitions (median {_ms(fo['partition_load_s_median'])}) | — | — | — |",

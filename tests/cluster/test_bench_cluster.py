@@ -29,3 +29,4 @@ def test_the_cluster_scenario_at_a_tiny_scale(tmp_path: Path) -> None:
     assert 0 < fo["first_s"] <= fo["p50_s"] <= fo["seconds"]
     # The new leaders' load events: one per partition the killed node led.
     assert fo["partitions_moved"] > 0 and fo["partition_load_s_max"] is not None
+    assert isinstance(fo["victim_was_controller"], bool)
