@@ -6,7 +6,8 @@ at a fixed offset and notes the latency: nothing is decoded, so it stays cheaper
 measures (the report includes its own CPU time to show that).
 
 The spec (JSON): host, port, connections, warmup_s, duration_s, error_offset, frames (path of a pickle:
-a list of frame lists, connection i cycling through frames[i % len(frames)]).
+a list of frame lists, connection i cycling through frames[i % len(frames)]), and optionally addresses
+(a [host, port] per connection, for a cluster: each connection to the coordinator of its own group).
 Prints one JSON object: requests, seconds, rps, p50_us, p99_us, errors, first_error, cpu_s.
 """
 from __future__ import annotations
@@ -93,13 +94,14 @@ async def run(spec: dict[str, Any], frames: list[list[bytes]]) -> dict[str, Any]
     transports = []
     protos = []
     # Connect all first, so every connection is sending when the measurement starts.
+    addresses = spec.get("addresses") or [[spec["host"], spec["port"]]] * spec["connections"]
     for i in range(spec["connections"]):
         done: asyncio.Future[None] = loop.create_future()
         dones.append(done)
         # Connections are opened idle and started together below.
         transport, proto = await loop.create_connection(
             lambda i=i, done=done: _Idle(frames[i % len(frames)], stats, spec["error_offset"], done),
-            spec["host"], spec["port"])
+            addresses[i][0], addresses[i][1])
         transports.append(transport)
         protos.append(proto)
     for p in protos:

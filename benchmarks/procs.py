@@ -28,11 +28,18 @@ def rss_bytes(pid: int) -> int:
 
 
 class Server:
-    """The coordinator as `python -m coordinator_server`, JSON logs on stderr, `--port 0`."""
+    """The coordinator as `python -m coordinator_server`, JSON logs on stderr, `--port 0` unless given a port."""
 
-    def __init__(self, data_dir: Path, flags: dict[str, Any], profile_to: Path | None = None) -> None:
+    def __init__(self, data_dir: Path, flags: dict[str, Any], profile_to: Path | None = None, *, port: int = 0,
+                 log_level: str = "warning", keep_events: frozenset[str] = frozenset()) -> None:
         self.data_dir = data_dir
         self.flags = flags
+        self.fixed_port = port  # a cluster node's: the other nodes and clients find it there
+        self.log_level = log_level
+        # JSON log lines whose event is one of these are kept, each with the monotonic time it was read
+        # (`received_s`), so a scenario can time what the server reports (the cluster's partition loads).
+        self.keep_events = keep_events
+        self.events: list[dict[str, Any]] = []
         self.profile_to = profile_to  # py-spy samples the process from `listening` to stop, raw format
         self.spy: subprocess.Popen[bytes] | None = None
         self.proc: subprocess.Popen[str] | None = None
@@ -43,8 +50,8 @@ class Server:
         self.stderr_tail: list[str] = []
 
     def argv(self) -> list[str]:
-        args = [PY, "-m", "coordinator_server", "--port", "0", "--data-dir", str(self.data_dir),
-                "--log-format", "json", "--log-level", "warning"]
+        args = [PY, "-m", "coordinator_server", "--port", str(self.fixed_port), "--data-dir", str(self.data_dir),
+                "--log-format", "json", "--log-level", self.log_level]
         for name, value in self.flags.items():
             args += ["--" + name.replace("_", "-"), str(value)]
         return args
@@ -83,6 +90,17 @@ class Server:
         assert self.proc is not None and self.proc.stderr is not None
         for line in self.proc.stderr:
             self.stderr_tail = [*self.stderr_tail[-40:], line.rstrip()]
+            if self.keep_events and line.startswith("{"):
+                received_s = time.monotonic()
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if event.get("event") in self.keep_events:
+                        self.events.append({**event, "received_s": received_s})
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
 
     def stop(self, timeout_s: float = 120.0) -> int:
         assert self.proc is not None
@@ -150,14 +168,17 @@ class Peer:
 
 
 def run_loadgen(host: str, port: int, frames: list[list[bytes]], *, connections: int, warmup_s: float,
-                duration_s: float, error_offset: int) -> dict[str, Any]:
+                duration_s: float, error_offset: int,
+                addresses: list[tuple[str, int]] | None = None) -> dict[str, Any]:
+    """`addresses`, when given, is where each connection goes (one per connection); else all to host:port."""
     with tempfile.TemporaryDirectory() as tmp:
         frames_path = Path(tmp, "frames.pickle")
         frames_path.write_bytes(pickle.dumps(frames))
         spec_path = Path(tmp, "spec.json")
         spec_path.write_text(json.dumps({
             "host": host, "port": port, "connections": connections, "warmup_s": warmup_s,
-            "duration_s": duration_s, "error_offset": error_offset, "frames": str(frames_path)}))
+            "duration_s": duration_s, "error_offset": error_offset, "frames": str(frames_path),
+            "addresses": [list(a) for a in addresses] if addresses else None}))
         out = subprocess.run([PY, "-m", "benchmarks.loadgen", str(spec_path)], capture_output=True, text=True,
                              cwd=ROOT, timeout=duration_s + warmup_s + 120)
     if out.returncode != 0:

@@ -52,6 +52,11 @@ def figures(res: dict[str, Any]) -> dict[str, Any]:
         f["recovery_after_rps"] = res["recovery"]["records_per_s_after"]
     if res.get("e2e"):
         f["e2e_rps"] = res["e2e"]["records_per_s"]
+    cl = res.get("cluster")
+    if cl and "error" not in cl:
+        f["cluster_failover_s"] = cl["failover"]["seconds"]
+        f["cluster_partition_load_s_max"] = cl["failover"]["partition_load_s_max"]
+        f["replicated_commits_vs_single"] = {str(c["committers"]): c["cluster_vs_single"] for c in cl["commits"]}
     return f
 
 
@@ -145,7 +150,39 @@ def table(res: dict[str, Any]) -> str:
     if e2e:
         lines.append(f"| end to end: producer → topic store → 3-member group | {e2e['records_per_s']:,.0f} records/s "
                      f"({e2e['consumed']:,} of {e2e['records']:,}) | — | — | — |")
+    lines += cluster_rows(res.get("cluster"))
     return "\n".join(lines)
+
+
+def _ms(s: float | None) -> str:
+    return "—" if s is None else f"{s * 1000:,.0f} ms"
+
+
+def cluster_rows(cl: dict[str, Any] | None) -> list[str]:
+    if not cl:
+        return []
+    if "error" in cl:
+        return [f"| cluster (failover, replicated commits) | failed: {cl['error'][:300].replace('|', '/')} | — | — | — |"]
+    fo = cl["failover"]
+    rows = [
+        f"| cluster failover, {fo['groups']:,} groups | {fo['seconds']:.2f} s from kill -9 to the last of its "
+        f"{fo['moved']:,} groups Stable on its new coordinator (first {fo['first_s']:.2f} s, p50 {fo['p50_s']:.2f} s; "
+        f"{fo['rejoins']} rejoins{'; it was also the controller' if fo.get('victim_was_controller') else ''}) | "
+        f"ZooKeeper session timeout {fo['zookeeper_session_timeout_ms']:,} ms | "
+        f"{fo['seconds'] * 1000 / fo['zookeeper_session_timeout_ms']:.2f}x the session timeout | — |",
+        f"| cluster failover, partition load on the new leader | {_ms(fo['partition_load_s_max'])} the slowest of "
+        f"{fo['partitions_moved']} partitions (median {_ms(fo['partition_load_s_median'])}) | — | — | — |",
+    ]
+    for c in cl["commits"]:
+        rows.append(f"| replicated commits (3 nodes, RF 3, min ISR 2) vs single node, {c['committers']} committers | "
+                    f"{c['cluster']['rps']:,.0f}/s, p50 {c['cluster']['p50_us']:,.0f} µs"
+                    f"{_errors(c['cluster'])} | {c['single']['rps']:,.0f}/s single node{_errors(c['single'])} | "
+                    f"{c['cluster_vs_single']:.2f}x | — |")
+    return rows
+
+
+def _errors(run: dict[str, Any]) -> str:
+    return f" ({run['errors']:,} errors, first {run['first_error']})" if run.get("errors") else ""
 
 
 def plot(res: dict[str, Any], path: Path) -> None:
@@ -265,6 +302,20 @@ numbers depend on the machine; the ratios are the point. Nothing here is asserte
   commits uncompacted, besides the one record per key the cleaned segments keep. Start-up decodes only the
   last record per key (`storage/replay.py`). The default is the issue's 10 million commits (2 million before
   replay got fast); `make bench-quick` uses 200,000.
+- **Cluster** (`benchmarks/cluster.py`, `benchmarks/failover.py`): ZooKeeper (Debian's, started by
+  `coordinator_server/tools/local_zookeeper.py`) and three nodes, `--offsets-replication-factor 3
+  --min-insync-replicas 2 --zookeeper-session-timeout-ms {res.get('cluster', {}).get('failover', {}).get('zookeeper_session_timeout_ms', 0)}`, fsync always,
+  50 `__consumer_offsets` partitions. *Replicated commits*: the durable-commits load generator and frames,
+  each connection to the coordinator of its own group (FindCoordinator first), against a single node with
+  the same flags started just before the cluster. *Failover*: {res.get('cluster', {}).get('failover', {}).get('groups', 0):,} one-member groups
+  registered over the wire (JoinGroup, SyncGroup, then a heartbeat every 3 s, session 45 s), then kill -9 of
+  the node coordinating the most of them. Each member does what a consumer does: its connection drops, it
+  asks FindCoordinator of a live node every 100 ms (retry.backoff.ms) until it can connect to the named
+  coordinator, and heartbeats there; the new coordinator loaded the group from its replica Stable with that
+  member, so a heartbeat answered NONE is the group Stable again (a refused one would make it rejoin and
+  sync; the results count rejoins). Time from the kill to the last group's confirmation, checked afterwards
+  with DescribeGroups (Stable, that member). The partition load time is the `seconds` of the new leaders'
+  `coordinator_partition_loaded` log events.
 - **End to end**: a kafka-python producer ({res.get('e2e', {}).get('records', 0):,} records of 100 bytes) and
   three kafka-python consumers in one group, each its own process, through the embedded topic store; time
   from the first send to the last record consumed.

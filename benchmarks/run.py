@@ -17,10 +17,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import render, scenarios
+from . import cluster, render, scenarios
 from .procs import ROOT
 
-SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e"]
+SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "cluster"]
 
 
 def machine() -> dict[str, Any]:
@@ -89,6 +89,16 @@ def run(quick: bool, only: list[str], profile: bool, recovery_records: int | Non
     if step("e2e"):
         res["e2e"] = scenarios.end_to_end(scale, work)
         _done("e2e", timings)
+    if step("cluster"):
+        try:
+            res["cluster"] = cluster.run(work / "cluster", scale.cluster_groups, scale.cluster_committers,
+                                         scale.commit_warmup_s, scale.commit_duration_s)
+        except Exception as e:
+            # The one scenario with an outside dependency (ZooKeeper, a JVM) and five processes: when it
+            # fails, the run keeps every other figure, and the table shows the failure in its rows.
+            print(f"[bench] cluster failed: {e!r}", file=sys.stderr, flush=True)
+            res["cluster"] = {"error": repr(e)[-2000:]}
+        _done("cluster", timings)
     if profile and not quick:
         res["profiles"] = profiles(scale, work, empty["rss_bytes"])
     res["scenario_seconds"] = timings

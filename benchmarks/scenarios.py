@@ -36,6 +36,8 @@ class Scale:
         self.recovery_records = recovery_records or (200_000 if quick else 10_000_000)
         self.recovery_keys = 10_000 if quick else 100_000
         self.e2e_records = 20_000 if quick else 100_000
+        self.cluster_groups = 200 if quick else 1_000
+        self.cluster_committers = [16] if quick else [1, 16, 128]
 
 
 def _tmpdir(root: Path, name: str) -> Path:

@@ -56,3 +56,33 @@ def test_recovery_log_compacts_and_renders(tmp_path: Path) -> None:
     assert "rebalance growth" in render.table(res)
     render.plot(res, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").stat().st_size > 0
+
+
+def test_loadgen_sends_each_connection_to_its_own_address() -> None:
+    # The cluster scenario's commits: each committer talks to its own group's coordinator.
+    floors = [Floor(wire.heartbeat_response()) for _ in range(2)]
+    try:
+        frames = scenarios.heartbeat_frames([(preload.group_id(0), 1, preload.member_id(0, m)) for m in range(4)], 2)
+        result = run_loadgen("127.0.0.1", -1, frames, connections=2, warmup_s=0.2, duration_s=0.5,
+                             error_offset=wire.heartbeat_error_offset(),
+                             addresses=[("127.0.0.1", f.port) for f in floors])
+    finally:
+        for f in floors:
+            f.stop()
+    assert result["requests"] > 0 and result["errors"] == 0
+
+
+def test_cluster_rows_render_figures_and_a_failure() -> None:
+    commit = {"rps": 100.0, "p50_us": 1000.0, "errors": 0, "first_error": None}
+    res = {"cluster": {
+        "commits": [{"committers": 16, "single": {**commit, "rps": 400.0}, "cluster": commit, "cluster_vs_single": 0.25}],
+        "failover": {"groups": 1000, "moved": 340, "seconds": 4.5, "first_s": 3.1, "p50_s": 3.6, "rejoins": 0,
+                     "zookeeper_session_timeout_ms": 3000, "partitions_moved": 17, "partition_load_s_max": 0.05,
+                     "partition_load_s_median": 0.01}}}
+    table = render.table(res)
+    assert "| cluster failover, 1,000 groups | 4.50 s" in table
+    assert "| cluster failover, partition load on the new leader | 50 ms" in table
+    assert "| replicated commits (3 nodes, RF 3, min ISR 2) vs single node, 16 committers | 100/s" in table
+    assert "0.25x" in table
+    assert render.figures(res)["replicated_commits_vs_single"] == {"16": 0.25}
+    assert "failed: RuntimeError('no ZooKeeper')" in render.table({"cluster": {"error": "RuntimeError('no ZooKeeper')"}})
