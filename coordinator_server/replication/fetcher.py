@@ -150,12 +150,12 @@ class ReplicaFetcher:
                 failures += 1
                 # Nothing is in flight while backing off: a partition removed now (the leadership change
                 # that ends this wait, applied one partition at a time) must not wait for the backoff.
-                self._busy.clear()
+                self._inflight.clear()
                 await asyncio.sleep(min(1.0, BACKOFF_S * failures))
                 continue
             except Exception:
                 log.exception("replica_fetcher_error", leader=self.leader_id)
-                self._busy.clear()
+                self._inflight.clear()
                 await asyncio.sleep(BACKOFF_S)
             finally:
                 self._inflight.clear()
