@@ -16,13 +16,14 @@ import time
 
 import structlog
 
-from coordinator_server.cluster.controller import ClusterView, Controller, PartitionView
+from coordinator_server.cluster.controller import ClusterView, Controller
+from coordinator_server.cluster.partition_state import PartitionState
 from coordinator_server.cluster.zk_client import ZkClient
 from coordinator_server.cluster.zk_layout import BrokerRegistration
 from coordinator_server.config import Config
 from coordinator_server.net.cluster_metadata import BrokerAddress, PartitionLeadership
 from coordinator_server.replication.broker_client import BrokerClient, BrokerUnreachable
-from coordinator_server.replication.replica_manager import OFFSETS_TOPIC, PartitionState, ReplicaManager
+from coordinator_server.replication.replica_manager import OFFSETS_TOPIC, ReplicaManager
 from coordinator_server.runtime import CoordinatorRuntime
 from protocol.broker_messages import (
     CONTROLLED_SHUTDOWN_VERSION,
@@ -76,9 +77,8 @@ class ClusterNode:
         log.info("broker_registered", node_id=self.node_id, host=self.host, port=self.port,
                  zookeeper=self.config.zookeeper_connect)
 
-    def _partition_state(self, view: PartitionView) -> None:
-        self._states.put_nowait(PartitionState(view.partition, view.leader, view.leader_epoch, view.isr,
-                                               view.replicas, view.controller_epoch, view.zk_version))
+    def _partition_state(self, state: PartitionState) -> None:
+        self._states.put_nowait(state)
 
     async def _apply_states(self) -> None:
         while True:

@@ -15,27 +15,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import structlog
 
 from coordinator_server import cluster_metrics
 from coordinator_server.cluster import election
 from coordinator_server.cluster import zk_layout as zl
+from coordinator_server.cluster.partition_state import PartitionState
 from coordinator_server.cluster.zk_client import ZkClient
 
 log = structlog.get_logger("coordinator_server.cluster")
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionView:
-    partition: int
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    replicas: tuple[int, ...]
-    controller_epoch: int
-    zk_version: int
 
 
 class ClusterView:
@@ -45,12 +34,12 @@ class ClusterView:
     def __init__(self, zk: ZkClient, topic: str) -> None:
         self.zk = zk
         self.topic = topic
-        self.on_partition_state: Callable[[PartitionView], None] = lambda state: None
+        self.on_partition_state: Callable[[PartitionState], None] = lambda state: None
         self.on_brokers_changed: Callable[[], None] = lambda: None
         self._brokers: dict[int, zl.BrokerRegistration] = {}
         self._controller = -1
         self._assignment: dict[int, list[int]] | None = None
-        self._states: dict[int, PartitionView] = {}
+        self._states: dict[int, PartitionState] = {}
         self._watched: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -78,13 +67,13 @@ class ClusterView:
     def controller_id(self) -> int:
         return self._controller
 
-    def partition_state(self, partition: int) -> PartitionView | None:
+    def partition_state(self, partition: int) -> PartitionState | None:
         return self._states.get(partition)
 
-    def partition_states(self) -> list[PartitionView]:
+    def partition_states(self) -> list[PartitionState]:
         return [self._states[p] for p in sorted(self._states)]
 
-    async def reread(self) -> list[PartitionView]:
+    async def reread(self) -> list[PartitionState]:
         """Every partition state as ZooKeeper has it now (after a new session), also kept as the view."""
         await self._read_brokers([str(b) for b in (await self.zk.brokers())])
         out = []
@@ -93,7 +82,7 @@ class ClusterView:
             if got is None or self._assignment is None:
                 continue
             state, version = got
-            view = PartitionView(p, state.leader, state.leader_epoch, state.isr,
+            view = PartitionState(p, state.leader, state.leader_epoch, state.isr,
                                  tuple(self._assignment.get(p, ())), state.controller_epoch, version)
             self._states[p] = view
             out.append(view)
@@ -135,7 +124,7 @@ class ClusterView:
         if not data or self._assignment is None:
             return
         state = zl.LeaderAndIsr.decode(data)
-        view = PartitionView(partition, state.leader, state.leader_epoch, state.isr,
+        view = PartitionState(partition, state.leader, state.leader_epoch, state.isr,
                              tuple(self._assignment.get(partition, ())), state.controller_epoch, version)
         self._states[partition] = view
         self.on_partition_state(view)

@@ -29,6 +29,7 @@ from typing import Protocol
 import structlog
 
 from coordinator_server import cluster_metrics
+from coordinator_server.cluster.partition_state import PartitionState
 from coordinator_server.purgatory import DelayedOperationPurgatory, Timer
 from coordinator_server.replication.delayed_produce import DelayedProduce, fail_partition, produce_key
 from coordinator_server.replication.fetcher import ReplicaFetcher
@@ -44,19 +45,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 # offsets.commit.timeout.ms: how long a coordinator write may wait for the ISR before REQUEST_TIMED_OUT.
 DEFAULT_COMMIT_TIMEOUT_MS = 5000
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionState:
-    """/brokers/topics/<topic>/partitions/<p>/state as read from ZooKeeper, with its znode version."""
-
-    partition: int
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    replicas: tuple[int, ...]
-    controller_epoch: int
-    zk_version: int
 
 
 @dataclass(frozen=True, slots=True)

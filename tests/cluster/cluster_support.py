@@ -141,6 +141,17 @@ class Cluster:
             time.sleep(0.1)
         raise AssertionError(f"no coordinator for {group_id} within {timeout_s}s (last answer {last})")
 
+    def wait_full_isr(self, timeout_s: float = 30.0, what: str = "a node") -> None:
+        """Until every `__consumer_offsets` partition has all its replicas in sync again."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            parts = self.metadata().topics[0].partitions
+            if all(len(p.isr_nodes) == len(p.replica_nodes) for p in parts):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} did not rejoin every ISR within {timeout_s}s: {parts}")
+            time.sleep(0.2)
+
     def metadata(self) -> Any:
         return self.ask(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")],
                                            allow_auto_topic_creation=False), MetadataResponse)

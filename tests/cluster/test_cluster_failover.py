@@ -60,11 +60,4 @@ def test_groups_spread_and_fail_over_with_every_acknowledged_commit(cluster: Clu
     g = sorted(moved)[0]
     cluster.commit_via_coordinator(g, {("t", 0): 7777}, accept=lambda n: n != victim)
     cluster.start(victim)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        parts = cluster.metadata().topics[0].partitions
-        if all(len(p.isr_nodes) == 3 for p in parts):
-            break
-        time.sleep(0.2)
-    else:
-        raise AssertionError(f"the restarted node did not rejoin every ISR: {parts}")
+    cluster.wait_full_isr(what="the restarted node")

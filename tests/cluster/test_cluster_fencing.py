@@ -51,14 +51,7 @@ def test_a_paused_leader_acknowledges_nothing_after_it_was_replaced(cluster: Clu
     _node, committed = cluster.committed_via_coordinator(group, accept=lambda n: n != old.node_id)
     assert committed[("t", 0)] == 20
     # And the old leader comes back as a follower of the new epoch: its copy agrees again.
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        parts = cluster.metadata().topics[0].partitions
-        if all(len(p.isr_nodes) == 3 for p in parts):
-            break
-        time.sleep(0.2)
-    else:
-        raise AssertionError(f"the resumed node did not rejoin every ISR: {parts}")
+    cluster.wait_full_isr(what="the resumed node")
     assert cluster.find_coordinator(group, survivors)[1] == new.node_id
 
 
