@@ -37,6 +37,9 @@ log = structlog.get_logger("coordinator_server.cluster")
 # controlled.shutdown.max.retries and controlled.shutdown.retry.backoff.ms (Kafka: 3 and 5000).
 CONTROLLED_SHUTDOWN_RETRIES = 3
 CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
+# The whole controlled shutdown: past it the node stops anyway (its session's end moves what it still leads).
+CONTROLLED_SHUTDOWN_DEADLINE_S = 15.0
+CLOSE_STEP_TIMEOUT_S = 5.0
 
 
 class ClusterNode:
@@ -161,6 +164,14 @@ class ClusterNode:
         """Ask the controller to move leadership away (Kafka's ControlledShutdown, retried as Kafka does).
         True when this broker leads nothing any more."""
         started = time.monotonic()
+        try:
+            return await asyncio.wait_for(self._controlled_shutdown(started), CONTROLLED_SHUTDOWN_DEADLINE_S)
+        except TimeoutError:
+            log.warning("controlled_shutdown_gave_up", leading=self.replicas.leading_partitions(),
+                        seconds=round(time.monotonic() - started, 3))
+            return False
+
+    async def _controlled_shutdown(self, started: float) -> bool:
         for attempt in range(1, CONTROLLED_SHUTDOWN_RETRIES + 1):
             controller = self.controller_id()
             remaining: list[tuple[str, int]] | None = None
@@ -195,10 +206,19 @@ class ClusterNode:
         return False
 
     async def close(self) -> None:
-        await self.controller.close()
-        await self.replicas.close()
+        """Resign and leave the cluster; each step bounded, so a stuck peer never holds up a shutdown."""
+        for name, step in (("controller", self.controller.close), ("replicas", self.replicas.close)):
+            try:
+                await asyncio.wait_for(step(), CLOSE_STEP_TIMEOUT_S)
+            except (TimeoutError, Exception) as e:
+                log.warning("cluster_close_step_failed", step=name, error=repr(e))
         self._states.put_nowait(None)
         if self._applier is not None:
-            await self._applier
+            done, _ = await asyncio.wait([self._applier], timeout=CLOSE_STEP_TIMEOUT_S)
+            if not done:
+                self._applier.cancel()
         await self.view.close()
-        await self.zk.close()
+        try:
+            await asyncio.wait_for(self.zk.close(), CLOSE_STEP_TIMEOUT_S)
+        except (TimeoutError, Exception) as e:
+            log.warning("cluster_close_step_failed", step="zookeeper", error=repr(e))

@@ -113,12 +113,14 @@ class ReplicaFetcher:
 
     async def close(self) -> None:
         task, self._task = self._task, None
+        self._partitions.clear()
+        self._client.abort()  # a request on the wire fails at once instead of holding the close
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # Bounded: a cancellation can be lost inside asyncio.wait_for (Python < 3.12); the task then
+            # finds no partition left and waits for a wake-up that never comes, which is harmless.
+            await asyncio.wait([task], timeout=2.0)
         self._inflight.clear()
-        await self._client.close()
 
     # -- the loop ----------------------------------------------------------------------------------
 
