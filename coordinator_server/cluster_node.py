@@ -21,7 +21,7 @@ from coordinator_server.cluster.partition_state import PartitionState
 from coordinator_server.cluster.zk_client import ZkClient
 from coordinator_server.cluster.zk_layout import BrokerRegistration
 from coordinator_server.config import Config
-from coordinator_server.net.cluster_metadata import BrokerAddress, PartitionLeadership
+from coordinator_server.net.cluster_metadata import BrokerAddress
 from coordinator_server.replication.broker_client import BrokerClient, BrokerUnreachable
 from coordinator_server.replication.replica_manager import OFFSETS_TOPIC, ReplicaManager
 from coordinator_server.runtime import CoordinatorRuntime
@@ -151,12 +151,8 @@ class ClusterNode:
     def controller_id(self) -> int:
         return self.view.controller_id()
 
-    def offsets_partition(self, partition: int) -> PartitionLeadership | None:
-        state = self.view.partition_state(partition)
-        if state is None:
-            return None
-        return PartitionLeadership(partition, state.leader, state.leader_epoch, tuple(state.replicas),
-                                   tuple(state.isr))
+    def offsets_partition(self, partition: int) -> PartitionState | None:
+        return self.view.partition_state(partition)
 
     # -- shutdown ---------------------------------------------------------------------------------------
 

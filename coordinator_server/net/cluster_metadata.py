@@ -10,21 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from coordinator_server.cluster.partition_state import PartitionState
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerAddress:
     node_id: int
     host: str
     port: int
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionLeadership:
-    partition: int
-    leader: int  # -1: no leader (offline)
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
 
 
 class ClusterMetadata(Protocol):
@@ -36,7 +29,7 @@ class ClusterMetadata(Protocol):
         """The controller's node id; -1 while no controller is elected."""
         ...
 
-    def offsets_partition(self, partition: int) -> PartitionLeadership | None:
+    def offsets_partition(self, partition: int) -> PartitionState | None:
         """The partition's leadership, or None while `__consumer_offsets` does not exist yet (KIP-115:
         it is created once offsets.topic.replication.factor brokers are alive)."""
         ...

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -65,8 +64,7 @@ class _Fetching:
 
 
 class ReplicaFetcher:
-    def __init__(self, node_id: int, leader_id: int, host: str, port: int, topic: str, log_: FollowerLog,
-                 on_fenced: Callable[[int], None] | None = None) -> None:
+    def __init__(self, node_id: int, leader_id: int, host: str, port: int, topic: str, log_: FollowerLog) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
         self.topic = topic
@@ -75,7 +73,6 @@ class ReplicaFetcher:
         self._partitions: dict[int, _Fetching] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._on_fenced = on_fenced
         self._inflight: set[int] = set()  # partitions of the request on the wire now
         self._writing = 0  # local appends or truncations under way (never interrupted)
 
@@ -253,8 +250,6 @@ class ReplicaFetcher:
             log.info("replica_fetch_fenced", partition=f.partition, leader=self.leader_id,
                      leader_epoch=f.leader_epoch, error=error.name)
             f.fenced = True
-            if self._on_fenced is not None:
-                self._on_fenced(f.partition)
             return False
         if error in (Errors.UNKNOWN_LEADER_EPOCH, Errors.NOT_LEADER_OR_FOLLOWER):
             # The leader has not applied the state we follow yet (its watch fires after ours): back off
