@@ -58,8 +58,9 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         raise StartupError(f"cannot open the coordinator log in {config.data_dir}: {e}") from e
 
     try:
-        # Opened after the runtime, whose coordinator log holds the data directory's lock.
-        store = TopicStore.open(store_config(config), runtime.log.partitions, config.topics)
+        # Opened after the runtime, whose coordinator log holds the data directory's lock. In a cluster the
+        # --topic ones are created cluster-wide once this node has joined (cluster_node.py).
+        store = TopicStore.open(store_config(config), runtime.log.partitions, () if clustered else config.topics)
     except Exception as e:
         await runtime.close()
         raise StartupError(f"cannot open the topic store in {config.data_dir}: {e}") from e
@@ -82,7 +83,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         bound = await _start_listeners(server, config, security, endpoint)
         host, port = bound[0][1], bound[0][2]
         if clustered:
-            node = await _join_cluster(config, runtime, handlers, endpoint)
+            node = await _join_cluster(config, runtime, handlers, data, store, writer, endpoint)
 
         loop = asyncio.get_running_loop()
         retention = loop.create_task(_retention_loop(store, config.retention_check_interval_ms), name="retention")
@@ -123,13 +124,15 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
     log.info("stopped")
 
 
-async def _join_cluster(config: Config, runtime: CoordinatorRuntime, handlers: RequestHandlers,
-                        endpoint: BrokerEndpoint) -> ClusterNode:
+async def _join_cluster(config: Config, runtime: CoordinatorRuntime, handlers: RequestHandlers, data: DataHandlers,
+                        store: TopicStore, writer: GroupCommitWriter, endpoint: BrokerEndpoint) -> ClusterNode:
     from coordinator_server.cluster_node import ClusterNode
 
-    node = ClusterNode(config, runtime, endpoint.host, endpoint.port)
+    node = ClusterNode(config, runtime, store, writer, data.fetch_purgatory, endpoint.host, endpoint.port)
     handlers.cluster = node
-    handlers.replicas = ReplicaHandlers(node.replicas)
+    handlers.replicas = ReplicaHandlers(node.managers)
+    data.leadership = node.leadership
+    data.admin = node.admin
     handlers.controlled_shutdown = node.controller.controlled_shutdown
     try:
         await node.start()

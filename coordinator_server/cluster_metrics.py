@@ -28,7 +28,7 @@ LEADER_ELECTIONS = Counter("coordinator_leader_elections",
                            "Partition leader elections written by this node as the controller",
                            ["kind"], registry=REGISTRY)
 UNDER_REPLICATED = Gauge("coordinator_under_replicated_partitions",
-                         "Partitions this node leads whose ISR is smaller than their replica set",
-                         registry=REGISTRY)
-LEADER_PARTITIONS = Gauge("coordinator_leader_partitions", "__consumer_offsets partitions this node leads",
-                          registry=REGISTRY)
+                         "Partitions of the topic this node leads whose ISR is smaller than their replica set",
+                         ["topic"], registry=REGISTRY)
+LEADER_PARTITIONS = Gauge("coordinator_leader_partitions", "Partitions of the topic this node leads",
+                          ["topic"], registry=REGISTRY)

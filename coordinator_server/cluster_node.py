@@ -1,30 +1,48 @@
 """This server as one broker of a cluster (docs/cluster.md): its ZooKeeper session, its registration, the
-controller role it may win, its view of who leads what, and its replica manager.
+controller role it may win, its view of who leads what, and its replica managers (one per topic).
 
-Theory of operation. Everything a broker knows about leadership comes from ZooKeeper (the partition states
-the controller writes) through watches that `ClusterView` turns into events on the loop; the replica
-manager applies each partition state in order (leader: load the groups; follower: unload and fetch). The
-group runtime sees only the replica manager (as its ReplicationGate: appends complete once committed) and
-the handlers only `ClusterMetadata`. Losing the ZooKeeper session resigns every partition at once; a new
+Theory of operation. Everything a broker knows about topics and leadership comes from ZooKeeper (the
+assignments brokers write, the partition states the controller writes) through watches that `ClusterView`
+turns into events on the loop, applied in order by one task: a topic that appears gets its partitions in the
+topic store and a replica manager; one that goes is dropped; each partition state goes to its topic's
+manager (leader: load the groups, for `__consumer_offsets`; follower: unload and fetch). The group runtime
+sees only the offsets topic's manager (as its ReplicationGate: appends complete once committed), the data
+handlers a `Leadership` and a `ClusterTopicAdmin`, and the request handlers `ClusterMetadata`. Losing the ZooKeeper session resigns every partition at once; a new
 session re-registers and re-reads every state. SIGTERM with controlled shutdown asks the controller to move
 this broker's leadership away first (Kafka's ControlledShutdown), so clients move once.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
 import time
+from pathlib import Path
 
 import structlog
 
-from coordinator_server.cluster.controller import ClusterView, Controller
+from coordinator_server import cluster_metrics
+from coordinator_server.cluster.controller import ClusterView, Controller, TopicAssignment
 from coordinator_server.cluster.partition_state import PartitionState
+from coordinator_server.cluster.topic_admin import TopicAdmin, topic_uuid
 from coordinator_server.cluster.zk_client import ZkClient
-from coordinator_server.cluster.zk_layout import BrokerRegistration
+from coordinator_server.cluster.zk_layout import BROKER_TOPICS, BrokerRegistration
 from coordinator_server.config import Config
 from coordinator_server.net.cluster_metadata import BrokerAddress
+from coordinator_server.purgatory import DelayedOperationPurgatory
 from coordinator_server.replication.broker_client import BrokerClient, BrokerUnreachable
-from coordinator_server.replication.replica_manager import OFFSETS_TOPIC, ReplicaManager
+from coordinator_server.replication.local_replicas import (
+    CoordinatorRoles,
+    FetchWakeups,
+    OffsetsReplicas,
+    TopicReplicas,
+)
+from coordinator_server.replication.replica_manager import OFFSETS_TOPIC, LocalReplicas, ReplicaManager, Roles
+from coordinator_server.replication.topic_leadership import ReplicatedLeadership
 from coordinator_server.runtime import CoordinatorRuntime
+from coordinator_server.storage.group_commit import GroupCommitWriter
+from coordinator_server.topics.delayed_fetch import DelayedFetch
+from coordinator_server.topics.store import TopicStore
 from protocol.broker_messages import (
     CONTROLLED_SHUTDOWN_VERSION,
     ControlledShutdownRequest,
@@ -42,34 +60,54 @@ CONTROLLED_SHUTDOWN_DEADLINE_S = 15.0
 CLOSE_STEP_TIMEOUT_S = 5.0
 
 
+_TopicEvent = tuple[str, TopicAssignment | None]
+
+
 class ClusterNode:
-    def __init__(self, config: Config, runtime: CoordinatorRuntime, host: str, port: int) -> None:
+    def __init__(self, config: Config, runtime: CoordinatorRuntime, store: TopicStore, writer: GroupCommitWriter,
+                 fetch_purgatory: DelayedOperationPurgatory[DelayedFetch], host: str, port: int) -> None:
         assert config.zookeeper_connect is not None
         self.config = config
         self.runtime = runtime
+        self.store = store
+        self.writer = writer
+        self.fetch_purgatory = fetch_purgatory
         self.node_id = config.node_id
         self.host = host
         self.port = port
         self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms)
-        self.view = ClusterView(self.zk, OFFSETS_TOPIC)
+        self.view = ClusterView(self.zk)
         self.controller = Controller(
             self.zk, self.node_id, offsets_topic=OFFSETS_TOPIC, offsets_partitions=runtime.log.partitions,
             offsets_replication_factor=config.offsets_replication_factor,
             unclean_leader_election=config.unclean_leader_election_enable)
-        self.replicas = ReplicaManager(
-            self.node_id, runtime.log, runtime, self, self._endpoint_of, config.min_insync_replicas,
-            config.replica_lag_time_max_ms)
+        self.replicas = self._replica_manager(OFFSETS_TOPIC, OffsetsReplicas(runtime.log), CoordinatorRoles(runtime))
         runtime.replication = self.replicas
-        self._states: asyncio.Queue[PartitionState | None] = asyncio.Queue()
+        # Every topic's replica manager, `__consumer_offsets`'s first; shared with `leadership`.
+        self.managers: dict[str, ReplicaManager] = {OFFSETS_TOPIC: self.replicas}
+        self.leadership = ReplicatedLeadership(self.managers)
+        self.admin = TopicAdmin(self.zk, self.view, self.node_id, config.default_partitions,
+                                config.default_replication_factor, self._local_has)
+        self._events: asyncio.Queue[PartitionState | _TopicEvent | None] = asyncio.Queue()
         self._applier: asyncio.Task[None] | None = None
         self._resign: asyncio.Task[None] | None = None
         self._rejoining: asyncio.Task[None] | None = None
+        self._initial: asyncio.Task[None] | None = None
+
+    def _replica_manager(self, topic: str, local: LocalReplicas, roles: Roles) -> ReplicaManager:
+        return ReplicaManager(self.node_id, topic, local, roles, self.runtime, self, self._endpoint_of,
+                              self.config.min_insync_replicas, self.config.replica_lag_time_max_ms)
+
+    def _local_has(self, topic: str, partitions: int) -> bool:
+        local = self.store.get(topic)
+        return local is not None and local.partitions >= partitions
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._applier = loop.create_task(self._apply_states(), name="partition-states")
-        self.view.on_partition_state = self._partition_state
-        self.view.on_brokers_changed = self.replicas.brokers_changed
+        self._applier = loop.create_task(self._apply_events(), name="cluster-events")
+        self.view.on_partition_state = self._events.put_nowait
+        self.view.on_topic = lambda name, topic: self._events.put_nowait((name, topic))
+        self.view.on_brokers_changed = self._brokers_changed
         self.zk.on_session_event(self._session_event)
         await self.zk.start()
         # Registered before it learns any partition state, as Kafka's broker does: a node that fetches
@@ -79,19 +117,66 @@ class ClusterNode:
         await self.controller.start()
         log.info("broker_registered", node_id=self.node_id, host=self.host, port=self.port,
                  zookeeper=self.config.zookeeper_connect)
+        self._initial = loop.create_task(self._initial_topics(), name="initial-topics")
 
-    def _partition_state(self, state: PartitionState) -> None:
-        self._states.put_nowait(state)
+    async def _initial_topics(self) -> None:
+        """Drop local topics the cluster no longer has (deleted while this node was away), and create the
+        `--topic` ones the cluster does not have yet (with --default-replication-factor)."""
+        try:
+            known = set(await self.zk.children(BROKER_TOPICS))
+            for topic in self.store.all():
+                if not topic.is_internal and topic.name not in known:
+                    self._events.put_nowait((topic.name, None))
+            for spec in self.config.topics:
+                if spec.name not in known:
+                    with contextlib.suppress(Exception):  # another node created it first, or too few brokers
+                        await self.admin.create_topic(spec.name, spec.partitions, -1, False)
+        except Exception:
+            log.exception("initial_topics_failed")
 
-    async def _apply_states(self) -> None:
+    def _brokers_changed(self) -> None:
+        for manager in list(self.managers.values()):
+            manager.brokers_changed()
+
+    async def _apply_events(self) -> None:
         while True:
-            state = await self._states.get()
-            if state is None:
+            event = await self._events.get()
+            if event is None:
                 return
             try:
-                await self.replicas.on_partition_state(state)
+                if isinstance(event, PartitionState):
+                    manager = self.managers.get(event.topic)
+                    if manager is not None:
+                        await manager.on_partition_state(event)
+                else:
+                    await self._apply_topic(*event)
             except Exception:
-                log.exception("partition_state_apply_failed", partition=state.partition)
+                log.exception("cluster_event_apply_failed", event=repr(event)[:200])
+
+    async def _apply_topic(self, name: str, topic: TopicAssignment | None) -> None:
+        """A topic of the cluster appeared, grew or went: the topic store and the replica managers follow."""
+        if name == OFFSETS_TOPIC:
+            return  # the coordinator log holds it, at its fixed partition count
+        doomed: list[Path] = []
+        if topic is None:
+            manager = self.managers.pop(name, None)
+            if manager is not None:
+                await manager.close()
+                for gauge in (cluster_metrics.LEADER_PARTITIONS, cluster_metrics.UNDER_REPLICATED):
+                    with contextlib.suppress(KeyError):
+                        gauge.remove(name)
+            if self.store.get(name) is not None:
+                parts, doomed = self.store.delete_topic(name)
+                for part in parts:
+                    self.fetch_purgatory.check_and_complete((name, part.index))
+                self.runtime.rearm_timer()
+        else:
+            doomed = self.store.ensure_topic(name, topic_uuid(topic.topic_id, name), len(topic.replicas))
+            if name not in self.managers:
+                self.managers[name] = self._replica_manager(name, TopicReplicas(self.store, name, self.writer),
+                                                            FetchWakeups(name, self.fetch_purgatory))
+        if doomed:
+            await asyncio.get_running_loop().run_in_executor(None, _remove_dirs, doomed)
 
     def _session_event(self, event: str) -> None:
         loop = asyncio.get_running_loop()
@@ -99,7 +184,7 @@ class ClusterNode:
             # Our registration is gone and the controller may already have elected others for everything we
             # led: stop acknowledging at once (the replica manager fails waiting appends).
             log.warning("zookeeper_session_lost", node_id=self.node_id)
-            self._resign = loop.create_task(self.replicas.resign_all("zookeeper session lost"))
+            self._resign = loop.create_task(self._resign_all("zookeeper session lost"))
         elif event == "SUSPENDED":
             log.warning("zookeeper_connection_suspended", node_id=self.node_id)
         elif event == "RECONNECTED":
@@ -115,25 +200,40 @@ class ClusterNode:
             await self.zk.register_broker(BrokerRegistration(self.node_id, self.host, self.port))
             self.controller.session_restored()
             for view in await self.view.reread():
-                self._partition_state(view)
+                self._events.put_nowait(view)
         except Exception:
             log.exception("cluster_rejoin_failed", node_id=self.node_id)
 
-    # -- runtime's replication gate asks these through the replica manager; the ISR writer is ours -----
+    async def _resign_all(self, reason: str) -> None:
+        for manager in list(self.managers.values()):
+            await manager.resign_all(reason)
 
-    async def write_isr(self, partition: int, leader: int, leader_epoch: int, isr: tuple[int, ...],
+    def leading_partitions(self) -> list[tuple[str, int]]:
+        """What this broker leads that another replica could take over (a controlled shutdown moves these;
+        a partition with one replica stays, as in Kafka)."""
+        out = []
+        for topic, manager in sorted(self.managers.items()):
+            for p in manager.leading_partitions():
+                state = self.view.partition_state(p, topic)
+                if state is None or len(state.replicas) > 1:
+                    out.append((topic, p))
+        return out
+
+    # -- the replica managers' ISR writer --------------------------------------------------------------
+
+    async def write_isr(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: tuple[int, ...],
                         controller_epoch: int, zk_version: int) -> int | None:
-        return await self.zk.update_isr(OFFSETS_TOPIC, partition, leader, leader_epoch, list(isr),
-                                        controller_epoch, zk_version)
+        return await self.zk.update_isr(topic, partition, leader, leader_epoch, list(isr), controller_epoch,
+                                        zk_version)
 
-    async def read_state(self, partition: int) -> PartitionState | None:
-        got = await self.zk.partition_state(OFFSETS_TOPIC, partition)
-        view = self.view.partition_state(partition)
+    async def read_state(self, topic: str, partition: int) -> PartitionState | None:
+        got = await self.zk.partition_state(topic, partition)
+        view = self.view.partition_state(partition, topic)
         if got is None or view is None:
             return None
         state, version = got
         return PartitionState(partition, state.leader, state.leader_epoch, state.isr, view.replicas,
-                              state.controller_epoch, version)
+                              state.controller_epoch, version, topic)
 
     def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
         broker = self.broker(node_id)
@@ -154,6 +254,12 @@ class ClusterNode:
     def offsets_partition(self, partition: int) -> PartitionState | None:
         return self.view.partition_state(partition)
 
+    def topic_partition(self, topic: str, partition: int) -> PartitionState | None:
+        return self.view.partition_state(partition, topic)
+
+    def has_topic(self, topic: str) -> bool:
+        return self.view.topic(topic) is not None
+
     # -- shutdown ---------------------------------------------------------------------------------------
 
     async def controlled_shutdown(self) -> bool:
@@ -163,7 +269,7 @@ class ClusterNode:
         try:
             return await asyncio.wait_for(self._controlled_shutdown(started), CONTROLLED_SHUTDOWN_DEADLINE_S)
         except TimeoutError:
-            log.warning("controlled_shutdown_gave_up", leading=self.replicas.leading_partitions(),
+            log.warning("controlled_shutdown_gave_up", leading=self.leading_partitions(),
                         seconds=round(time.monotonic() - started, 3))
             return False
 
@@ -190,25 +296,30 @@ class ClusterNode:
             if remaining is not None:
                 # Wait for the new states to reach us, so groups unload before the listener closes.
                 deadline = time.monotonic() + 5.0
-                while self.replicas.leading_partitions() and time.monotonic() < deadline:
+                while self.leading_partitions() and time.monotonic() < deadline:
                     await asyncio.sleep(0.05)
-                if not remaining and not self.replicas.leading_partitions():
+                if not remaining and not self.leading_partitions():
                     log.info("controlled_shutdown_done", attempts=attempt,
                              seconds=round(time.monotonic() - started, 3))
                     return True
                 log.info("controlled_shutdown_incomplete", remaining=len(remaining), attempt=attempt)
             await asyncio.sleep(CONTROLLED_SHUTDOWN_BACKOFF_S)
-        log.warning("controlled_shutdown_gave_up", leading=self.replicas.leading_partitions())
+        log.warning("controlled_shutdown_gave_up", leading=self.leading_partitions())
         return False
+
+    async def _close_managers(self) -> None:
+        await asyncio.gather(*(manager.close() for manager in list(self.managers.values())))
 
     async def close(self) -> None:
         """Resign and leave the cluster; each step bounded, so a stuck peer never holds up a shutdown."""
-        for name, step in (("controller", self.controller.close), ("replicas", self.replicas.close)):
+        if self._initial is not None:
+            self._initial.cancel()
+        for name, step in (("controller", self.controller.close), ("replicas", self._close_managers)):
             try:
                 await asyncio.wait_for(step(), CLOSE_STEP_TIMEOUT_S)
             except (TimeoutError, Exception) as e:
                 log.warning("cluster_close_step_failed", step=name, error=repr(e))
-        self._states.put_nowait(None)
+        self._events.put_nowait(None)
         if self._applier is not None:
             done, _ = await asyncio.wait([self._applier], timeout=CLOSE_STEP_TIMEOUT_S)
             if not done:
@@ -218,3 +329,8 @@ class ClusterNode:
             await asyncio.wait_for(self.zk.close(), CLOSE_STEP_TIMEOUT_S)
         except (TimeoutError, Exception) as e:
             log.warning("cluster_close_step_failed", step="zookeeper", error=repr(e))
+
+
+def _remove_dirs(dirs: list[Path]) -> None:
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)

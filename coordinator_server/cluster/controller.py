@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 
@@ -26,21 +27,34 @@ from coordinator_server.cluster.zk_client import ZkClient
 
 log = structlog.get_logger("coordinator_server.cluster")
 
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """A topic as ZooKeeper has it: its id (Kafka's base64 Uuid string) and each partition's replicas."""
+
+    name: str
+    topic_id: str | None
+    replicas: dict[int, tuple[int, ...]]
+
 
 class ClusterView:
-    """What this broker knows of the cluster, kept current by watches: live brokers, the controller, and
-    each partition state of one topic. `on_partition_state` hears every state change, in the order read."""
+    """What this broker knows of the cluster, kept current by watches: live brokers, the controller, every
+    topic's assignment and each partition's state. `on_topic` hears a topic appear, grow or go (None), and
+    `on_partition_state` every state change, in the order read; a topic is always heard before its states."""
 
-    def __init__(self, zk: ZkClient, topic: str) -> None:
+    def __init__(self, zk: ZkClient) -> None:
         self.zk = zk
-        self.topic = topic
         self.on_partition_state: Callable[[PartitionState], None] = lambda state: None
+        self.on_topic: Callable[[str, TopicAssignment | None], None] = lambda name, topic: None
         self.on_brokers_changed: Callable[[], None] = lambda: None
         self._brokers: dict[int, zl.BrokerRegistration] = {}
         self._controller = -1
-        self._assignment: dict[int, list[int]] | None = None
-        self._states: dict[int, PartitionState] = {}
-        self._watched: set[int] = set()
+        self._topics: dict[str, TopicAssignment] = {}
+        self._states: dict[tuple[str, int], PartitionState] = {}
+        self._watched_topics: set[str] = set()
+        self._watched: set[tuple[str, int]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -49,7 +63,7 @@ class ClusterView:
         self._brokers = await self.zk.brokers()
         self.zk.watch_children(zl.BROKER_IDS, self._brokers_changed)
         self.zk.watch_data(zl.CONTROLLER, self._controller_changed)
-        self.zk.watch_data(zl.topic_path(self.topic), self._assignment_changed)
+        self.zk.watch_children(zl.BROKER_TOPICS, self._topics_changed)
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -67,24 +81,31 @@ class ClusterView:
     def controller_id(self) -> int:
         return self._controller
 
-    def partition_state(self, partition: int) -> PartitionState | None:
-        return self._states.get(partition)
+    def topic(self, name: str) -> TopicAssignment | None:
+        return self._topics.get(name)
 
-    def partition_states(self) -> list[PartitionState]:
-        return [self._states[p] for p in sorted(self._states)]
+    def topics(self) -> list[TopicAssignment]:
+        return [self._topics[n] for n in sorted(self._topics)]
+
+    def partition_state(self, partition: int, topic: str = OFFSETS_TOPIC) -> PartitionState | None:
+        return self._states.get((topic, partition))
+
+    def partition_states(self, topic: str = OFFSETS_TOPIC) -> list[PartitionState]:
+        return [self._states[k] for k in sorted(self._states) if k[0] == topic]
 
     async def reread(self) -> list[PartitionState]:
         """Every partition state as ZooKeeper has it now (after a new session), also kept as the view."""
         await self._read_brokers([str(b) for b in (await self.zk.brokers())])
         out = []
-        for p in sorted(self._watched):
-            got = await self.zk.partition_state(self.topic, p)
-            if got is None or self._assignment is None:
+        for topic, p in sorted(self._watched):
+            assignment = self._topics.get(topic)
+            got = await self.zk.partition_state(topic, p)
+            if got is None or assignment is None:
                 continue
             state, version = got
-            view = PartitionState(p, state.leader, state.leader_epoch, state.isr,
-                                 tuple(self._assignment.get(p, ())), state.controller_epoch, version)
-            self._states[p] = view
+            view = PartitionState(p, state.leader, state.leader_epoch, state.isr, assignment.replicas.get(p, ()),
+                                  state.controller_epoch, version, topic)
+            self._states[(topic, p)] = view
             out.append(view)
         return out
 
@@ -110,23 +131,43 @@ class ClusterView:
     def _controller_changed(self, data: bytes | None, _version: int) -> None:
         self._controller = zl.decode_controller(data) if data else -1
 
-    def _assignment_changed(self, data: bytes | None, _version: int) -> None:
-        if not data:
-            return
-        self._assignment = zl.decode_assignment(data)
-        for p in self._assignment:
-            if p not in self._watched:
-                self._watched.add(p)
-                self.zk.watch_data(zl.partition_state_path(self.topic, p),
-                                   lambda d, v, p=p: self._state_changed(p, d, v))
+    def _topics_changed(self, children: list[str]) -> None:
+        for name in children:
+            if name not in self._watched_topics:
+                self._watched_topics.add(name)  # the data watch stays, also across a delete and re-create
+                self.zk.watch_data(zl.topic_path(name), lambda d, v, name=name: self._assignment_changed(name, d))
 
-    def _state_changed(self, partition: int, data: bytes | None, version: int) -> None:
-        if not data or self._assignment is None:
+    def _assignment_changed(self, name: str, data: bytes | None) -> None:
+        if not data:
+            if self._topics.pop(name, None) is not None:
+                for key in [k for k in self._states if k[0] == name]:
+                    del self._states[key]
+                self.on_topic(name, None)
+            return
+        replicas = {p: tuple(r) for p, r in zl.decode_assignment(data).items()}
+        topic = TopicAssignment(name, zl.decode_topic_id(data), replicas)
+        previous = self._topics.get(name)
+        if previous is not None and previous.topic_id != topic.topic_id:
+            # Deleted and created again between two reads: the old one is gone first.
+            for key in [k for k in self._states if k[0] == name]:
+                del self._states[key]
+            self.on_topic(name, None)
+        self._topics[name] = topic
+        self.on_topic(name, topic)
+        for p in replicas:
+            if (name, p) not in self._watched:
+                self._watched.add((name, p))
+                self.zk.watch_data(zl.partition_state_path(name, p),
+                                   lambda d, v, name=name, p=p: self._state_changed(name, p, d, v))
+
+    def _state_changed(self, topic: str, partition: int, data: bytes | None, version: int) -> None:
+        assignment = self._topics.get(topic)
+        if not data or assignment is None:
             return
         state = zl.LeaderAndIsr.decode(data)
         view = PartitionState(partition, state.leader, state.leader_epoch, state.isr,
-                             tuple(self._assignment.get(partition, ())), state.controller_epoch, version)
-        self._states[partition] = view
+                              assignment.replicas.get(partition, ()), state.controller_epoch, version, topic)
+        self._states[(topic, partition)] = view
         self.on_partition_state(view)
 
 
@@ -148,10 +189,14 @@ class Controller:
         self._tasks: set[asyncio.Task[None]] = set()
         self._missing_logged: int | None = None
         self._closed = False
+        self._watched_topics: set[str] = set()
 
     async def start(self) -> None:
         self.zk.watch_data(zl.CONTROLLER, self._controller_changed)
         self.zk.watch_children(zl.BROKER_IDS, self._brokers_changed)
+        # Kafka's controller watches topics (new ones, and partitions added to one) and deletion requests.
+        self.zk.watch_children(zl.BROKER_TOPICS, self._topics_changed)
+        self.zk.watch_children(zl.DELETE_TOPICS, self._deletions_requested)
 
     async def close(self) -> None:
         self._closed = True
@@ -187,6 +232,7 @@ class Controller:
             self._shutting_down.clear()
             log.info("controller_elected", node_id=self.node_id, controller_epoch=self.epoch)
         await self._reconcile()
+        await self._delete_topics()
 
     def session_restored(self) -> None:
         """A new ZooKeeper session: the old /controller (if ours) is gone with the old one; campaign again."""
@@ -203,21 +249,66 @@ class Controller:
         if self.active:
             self._spawn(self._reconcile())
 
+    def _topics_changed(self, children: list[str]) -> None:
+        for name in children:
+            if name not in self._watched_topics:
+                self._watched_topics.add(name)
+                self.zk.watch_data(zl.topic_path(name), lambda _d, _v: self._spawn_reconcile())
+        self._spawn_reconcile()
+
+    def _spawn_reconcile(self) -> None:
+        if self.active:
+            self._spawn(self._reconcile())
+
+    def _deletions_requested(self, children: list[str]) -> None:
+        if self.active and children:
+            self._spawn(self._delete_topics())
+
     async def _reconcile(self) -> None:
-        """Bring every partition state in line with the live brokers (and create the topic when it can)."""
+        """Bring every partition state in line with the live brokers: create `__consumer_offsets` when it
+        can, bring new partitions (of a new or grown topic) online, elect and shrink where brokers went."""
         async with self._lock:
             if not self.active:
                 return
             live = set(await self.zk.children(zl.BROKER_IDS))
             live_ids = {int(b) for b in live}
             self._live = live_ids
-            assignment_raw = await self.zk.get(zl.topic_path(self.topic))
-            if assignment_raw is None:
+            if await self.zk.get(zl.topic_path(self.topic)) is None:
                 await self._maybe_create_topic(live_ids)
+            for topic in await self.zk.children(zl.BROKER_TOPICS):
+                assignment_raw = await self.zk.get(zl.topic_path(topic))
+                if assignment_raw is None:
+                    continue
+                assignment = zl.decode_assignment(assignment_raw[0])
+                await self._new_partitions_online(topic, assignment, live_ids)
+                for p, replicas in sorted(assignment.items()):
+                    await self._reconcile_partition(p, replicas, live_ids, topic)
+
+    async def _new_partitions_online(self, topic: str, assignment: dict[int, list[int]], live: set[int]) -> None:
+        """Kafka's NewPartition -> OnlinePartition: the first live replica leads, the live replicas are the
+        ISR, at leader epoch 0. A partition none of whose replicas is alive waits for one."""
+        states = {}
+        for p, replicas in sorted(assignment.items()):
+            if await self.zk.partition_state(topic, p) is not None:
+                continue
+            alive = [r for r in replicas if r in live]
+            if alive:
+                states[p] = zl.LeaderAndIsr(alive[0], 0, tuple(alive), self.epoch)
+        if states and await self.zk.create_partition_states(topic, states, self._epoch_version):
+            for p, state in states.items():
+                log.info("partition_state_changed", topic=topic, partition=p, reason="new_partition",
+                         leader=state.leader, leader_epoch=0, isr=list(state.isr), previous_leader=-1)
+
+    async def _delete_topics(self) -> None:
+        """Carry out /admin/delete_topics: every broker's view sees the topic go and drops its replicas."""
+        async with self._lock:
+            if not self.active:
                 return
-            assignment = zl.decode_assignment(assignment_raw[0])
-            for p, replicas in sorted(assignment.items()):
-                await self._reconcile_partition(p, replicas, live_ids)
+            for topic in await self.zk.children(zl.DELETE_TOPICS):
+                if topic == self.topic:
+                    continue  # brokers refuse to ask; never delete the coordinator's own topic
+                if await self.zk.delete_topic(topic, self._epoch_version):
+                    log.info("topic_deletion_done", topic=topic)
 
     async def _maybe_create_topic(self, live: set[int]) -> None:
         missing = self.replication_factor - len(live)
@@ -233,9 +324,9 @@ class Controller:
             log.info("offsets_topic_created", topic=self.topic, partitions=self.partitions,
                      replication_factor=self.replication_factor, brokers=sorted(live))
 
-    async def _reconcile_partition(self, p: int, replicas: list[int], live: set[int]) -> None:
+    async def _reconcile_partition(self, p: int, replicas: list[int], live: set[int], topic: str) -> None:
         for _attempt in range(5):
-            got = await self.zk.partition_state(self.topic, p)
+            got = await self.zk.partition_state(topic, p)
             if got is None:
                 return
             current, version = got
@@ -257,17 +348,17 @@ class Controller:
                 kind = "isr_shrink"
             if new is None or new == current:
                 return
-            written = await self.zk.write_state_as_controller(self.topic, p, new, version, self._epoch_version)
+            written = await self.zk.write_state_as_controller(topic, p, new, version, self._epoch_version)
             if written is not None:
                 if kind != "isr_shrink":
                     cluster_metrics.LEADER_ELECTIONS.labels(kind).inc()
-                log.info("partition_state_changed", topic=self.topic, partition=p, reason=kind,
+                log.info("partition_state_changed", topic=topic, partition=p, reason=kind,
                          leader=new.leader, leader_epoch=new.leader_epoch, isr=list(new.isr),
                          previous_leader=current.leader)
                 return
             if not self.active:
                 return
-        log.warning("partition_state_write_gave_up", partition=p)
+        log.warning("partition_state_write_gave_up", topic=topic, partition=p)
 
     # -- controlled shutdown ------------------------------------------------------------------------------
 
@@ -279,19 +370,23 @@ class Controller:
                 raise RuntimeError("not the active controller")
             self._shutting_down.add(broker_id)
             live = {int(b) for b in await self.zk.children(zl.BROKER_IDS)}
-            assignment_raw = await self.zk.get(zl.topic_path(self.topic))
-            if assignment_raw is None:
-                return []
             remaining = []
-            for p, replicas in sorted(zl.decode_assignment(assignment_raw[0]).items()):
-                if not await self._shutdown_partition(p, replicas, live, broker_id):
-                    remaining.append((self.topic, p))
+            for topic in await self.zk.children(zl.BROKER_TOPICS):
+                assignment_raw = await self.zk.get(zl.topic_path(topic))
+                if assignment_raw is None:
+                    continue
+                for p, replicas in sorted(zl.decode_assignment(assignment_raw[0]).items()):
+                    # As Kafka: a partition with one replica stays where it is (it goes offline with its broker).
+                    if broker_id in replicas and len(replicas) > 1 and not await self._shutdown_partition(
+                            topic, p, replicas, live, broker_id):
+                        remaining.append((topic, p))
             log.info("controlled_shutdown_handled", broker=broker_id, remaining=len(remaining))
             return remaining
 
-    async def _shutdown_partition(self, p: int, replicas: list[int], live: set[int], broker: int) -> bool:
+    async def _shutdown_partition(self, topic: str, p: int, replicas: list[int], live: set[int],
+                                  broker: int) -> bool:
         for _attempt in range(5):
-            got = await self.zk.partition_state(self.topic, p)
+            got = await self.zk.partition_state(topic, p)
             if got is None:
                 return True
             current, version = got
@@ -305,10 +400,10 @@ class Controller:
                 if new is None:
                     return True
                 kind = "isr_shrink"
-            if await self.zk.write_state_as_controller(self.topic, p, new, version, self._epoch_version) is not None:
+            if await self.zk.write_state_as_controller(topic, p, new, version, self._epoch_version) is not None:
                 if kind == "controlled_shutdown":
                     cluster_metrics.LEADER_ELECTIONS.labels(kind).inc()
-                log.info("partition_state_changed", topic=self.topic, partition=p, reason=kind, leader=new.leader,
+                log.info("partition_state_changed", topic=topic, partition=p, reason=kind, leader=new.leader,
                          leader_epoch=new.leader_epoch, isr=list(new.isr), previous_leader=current.leader)
                 return True
             if not self.active:

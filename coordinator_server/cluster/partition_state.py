@@ -1,4 +1,4 @@
-"""One partition's state as ZooKeeper holds it (/brokers/topics/<t>/partitions/<p>/state plus the replica
+"""One topic partition's state as ZooKeeper holds it (/brokers/topics/<t>/partitions/<p>/state plus the replica
 assignment), with its znode version: what the view delivers and the replica manager applies. A leaf module,
 so replication/ can take it without depending on the rest of the cluster room."""
 from __future__ import annotations
@@ -15,3 +15,4 @@ class PartitionState:
     replicas: tuple[int, ...]
     controller_epoch: int
     zk_version: int
+    topic: str = "__consumer_offsets"

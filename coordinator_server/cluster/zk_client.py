@@ -147,7 +147,7 @@ class ZkClient:
     # -- writes ------------------------------------------------------------------------------------------
 
     async def ensure_paths(self) -> None:
-        for path in (zl.BROKER_IDS, zl.BROKER_TOPICS):
+        for path in (zl.BROKER_IDS, zl.BROKER_TOPICS, zl.DELETE_TOPICS):
             await self._call(self._kz.ensure_path, path)
 
     async def register_broker(self, registration: zl.BrokerRegistration) -> None:
@@ -207,6 +207,85 @@ class ZkClient:
             results = t.commit()
             return not any(isinstance(r, Exception) for r in results)
         return await self._call(run)
+
+    async def create_topic_assignment(self, topic: str, assignment: dict[int, list[int]], topic_id: str) -> bool:
+        """A broker's CreateTopics (Kafka's AdminZkClient.createTopicWithAssignment): only the assignment;
+        the controller sees it and creates the partition states. False when the topic exists."""
+        try:
+            await self._call(self._kz.create, zl.topic_path(topic), zl.encode_assignment(assignment, topic_id))
+            return True
+        except NodeExistsError:
+            return False
+
+    async def update_assignment(self, topic: str, assignment: dict[int, list[int]], topic_id: str | None,
+                                version: int) -> bool:
+        """CreatePartitions: the grown assignment, if the topic znode is still at `version`."""
+        try:
+            await self._call(self._kz.set, zl.topic_path(topic), zl.encode_assignment(assignment, topic_id), version)
+            return True
+        except (BadVersionError, NoNodeError):
+            return False
+
+    async def create_partition_states(self, topic: str, states: dict[int, zl.LeaderAndIsr],
+                                      controller_epoch_version: int) -> bool:
+        """The controller brings new partitions online: their state znodes, in one transaction guarded by
+        the controller epoch. False when one exists already or this controller was superseded."""
+        def run() -> bool:
+            has_parent = self._kz.exists(zl.partitions_path(topic)) is not None
+            t = self._kz.transaction()
+            t.check(zl.CONTROLLER_EPOCH, controller_epoch_version)
+            if not has_parent:
+                t.create(zl.partitions_path(topic), b"")
+            for p, state in sorted(states.items()):
+                if self._kz.exists(f"{zl.partitions_path(topic)}/{p}") is None:
+                    t.create(f"{zl.partitions_path(topic)}/{p}", b"")
+                t.create(zl.partition_state_path(topic, p), state.encode())
+            results = t.commit()
+            return not any(isinstance(r, Exception) for r in results)
+        return await self._call(run)
+
+    async def request_topic_deletion(self, topic: str) -> None:
+        """A broker's DeleteTopics in ZooKeeper mode: /admin/delete_topics/<topic>, for the controller."""
+        await self._call(self._kz.ensure_path, zl.DELETE_TOPICS)
+        with contextlib.suppress(NodeExistsError):
+            await self._call(self._kz.create, zl.delete_topic_path(topic), b"")
+
+    async def delete_topic(self, topic: str, controller_epoch_version: int) -> bool:
+        """The controller removes a topic's znodes and its deletion request, guarded by its epoch."""
+        def run() -> bool:
+            t = self._kz.transaction()
+            t.check(zl.CONTROLLER_EPOCH, controller_epoch_version)
+            if self._kz.exists(zl.topic_path(topic)) is not None:
+                parts = self._kz.get_children(zl.partitions_path(topic)) \
+                    if self._kz.exists(zl.partitions_path(topic)) is not None else None
+                for p in parts or []:
+                    if self._kz.exists(f"{zl.partitions_path(topic)}/{p}/state") is not None:
+                        t.delete(f"{zl.partitions_path(topic)}/{p}/state")
+                    t.delete(f"{zl.partitions_path(topic)}/{p}")
+                if parts is not None:
+                    t.delete(zl.partitions_path(topic))
+                t.delete(zl.topic_path(topic))
+            t.delete(zl.delete_topic_path(topic))
+            results = t.commit()
+            return not any(isinstance(r, Exception) for r in results)
+        return await self._call(run)
+
+    async def allocate_producer_id_block(self, broker: int) -> tuple[int, int]:
+        """The next block of producer ids, unique across the cluster (Kafka's ZkProducerIdManager): a
+        conditional update of /latest_producer_id_block; returns [start, end]."""
+        size = zl.PRODUCER_ID_BLOCK_SIZE
+        while True:
+            got = await self.get(zl.PRODUCER_ID_BLOCK)
+            start = 0 if got is None or not got[0] else zl.decode_producer_id_block_end(got[0]) + 1
+            data = zl.encode_producer_id_block(broker, start, start + size - 1)
+            try:
+                if got is None:
+                    await self._call(self._kz.create, zl.PRODUCER_ID_BLOCK, data)
+                else:
+                    await self._call(self._kz.set, zl.PRODUCER_ID_BLOCK, data, got[1])
+                return start, start + size - 1
+            except (NodeExistsError, BadVersionError):
+                continue
 
     async def write_state_as_controller(self, topic: str, partition: int, state: zl.LeaderAndIsr, version: int,
                                         controller_epoch_version: int) -> int | None:

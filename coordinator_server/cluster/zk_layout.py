@@ -6,6 +6,8 @@ knows Kafka recognises every znode. Paths and JSON only: no I/O here.
     /controller_epoch                                  "N": bumped by each new controller
     /brokers/topics/<topic>                            the replica assignment
     /brokers/topics/<topic>/partitions/<p>/state       leader, leader_epoch, isr, controller_epoch
+    /admin/delete_topics/<topic>                       a deletion request, carried out by the controller
+    /latest_producer_id_block                          the last block of producer ids handed to a broker
     /cluster/id                                        {"version":"1","id":...}
 """
 from __future__ import annotations
@@ -19,6 +21,8 @@ BROKER_TOPICS = "/brokers/topics"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER_ID = "/cluster/id"
+DELETE_TOPICS = "/admin/delete_topics"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
 
 
@@ -86,6 +90,28 @@ def encode_assignment(assignment: dict[int, list[int]], topic_id: str | None = N
 
 def decode_assignment(data: bytes) -> dict[int, list[int]]:
     return {int(p): [int(r) for r in replicas] for p, replicas in json.loads(data)["partitions"].items()}
+
+
+def decode_topic_id(data: bytes) -> str | None:
+    """The topic id (Kafka's base64 Uuid string) of a TopicZNode, None in one written before KIP-516."""
+    topic_id = json.loads(data).get("topic_id")
+    return str(topic_id) if topic_id else None
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+
+
+def encode_producer_id_block(broker: int, start: int, end: int) -> bytes:
+    """ProducerIdBlockZNode version 1: the block [start, end] last handed to `broker`."""
+    return json.dumps({"version": 1, "broker": broker, "block_start": str(start), "block_end": str(end)}).encode()
+
+
+def decode_producer_id_block_end(data: bytes) -> int:
+    return int(json.loads(data)["block_end"])
 
 
 @dataclass(frozen=True, slots=True)

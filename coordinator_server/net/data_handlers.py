@@ -3,7 +3,10 @@ InitProducerId, CreateTopics, DeleteTopics, CreatePartitions.
 
 They translate kafka-python's decoded messages into calls on the synchronous topic store and back;
 authorization (TOPIC_AUTHORIZATION_FAILED per topic, before existence, as Kafka's API layer orders
-it) is asked of the connection's `Access`; the only asyncio here is waiting: for the group-commit fsync before acknowledging a produce, and for a
+it) is asked of the connection's `Access`; leadership (who may serve a partition, its high watermark, when
+acks=all is satisfied) of `topics.leadership`, which on one node is this node and in a cluster the replica
+managers; topic admin in a cluster goes through ZooKeeper (`ClusterTopicAdmin`). The only asyncio here is
+waiting: for the group-commit fsync (and in a cluster the ISR) before acknowledging a produce, and for a
 DelayedFetch in the "Fetch" purgatory on the runtime's shared timer before answering a long poll.
 """
 from __future__ import annotations
@@ -30,7 +33,9 @@ from coordinator_server.security.authorizer import Access
 from coordinator_server.storage.errors import StorageError
 from coordinator_server.storage.group_commit import Appended, GroupCommitWriter
 from coordinator_server.topics.delayed_fetch import DelayedFetch
+from coordinator_server.topics.leadership import Leadership, SoleLeader
 from coordinator_server.topics.partition import AppendResult, Partition
+from coordinator_server.topics.registry import Topic
 from coordinator_server.topics.store import TopicStore
 from protocol.errors import Errors, KafkaError
 
@@ -39,7 +44,7 @@ log = structlog.get_logger("coordinator_server.net")
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
-_LEADER_EPOCH = 0  # this node has led every partition since it was created
+CONSUMER_REPLICA_ID = -1
 
 _PTopic = ProduceResponse.TopicProduceResponse
 _PPart = _PTopic.PartitionProduceResponse
@@ -60,6 +65,17 @@ class TimerHost(Protocol):
     def rearm_timer(self) -> None: ...
 
 
+class ClusterTopicAdmin(Protocol):
+    """Topic admin in a cluster (cluster.topic_admin): through ZooKeeper, as Kafka's brokers in ZooKeeper
+    mode; each raises KafkaError with Kafka's code."""
+
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           validate_only: bool) -> tuple[Topic, int]: ...
+    async def delete_topic(self, name: str) -> None: ...
+    async def create_partitions(self, name: str, count: int, validate_only: bool) -> None: ...
+    async def next_producer_id(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class _FetchTarget:
     topic: str
@@ -77,6 +93,8 @@ class DataHandlers:
         self.node_id = node_id
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
             "Fetch", runtime.timer)
+        self.leadership: Leadership = SoleLeader()
+        self.admin: ClusterTopicAdmin | None = None  # set when this node joins a cluster
 
     # ----------------------------------------------------------------------------------- Produce
 
@@ -84,6 +102,7 @@ class DataHandlers:
         acks = req.acks
         results: list[tuple[str, list[tuple[int, Errors, int, int, str | None]]]] = []
         durable: list[tuple[tuple[str, int], asyncio.Future[Appended]]] = []
+        replicated: list[tuple[tuple[str, int], Partition, int]] = []  # acks=all: (key, partition, required)
         for t in req.topic_data:
             out: list[tuple[int, Errors, int, int, str | None]] = []
             writable = access.topic("WRITE", t.name)
@@ -96,7 +115,9 @@ class DataHandlers:
                 elif part is None:
                     out.append((pd.index, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None))
                 else:
-                    r = self._append(part, pd.records, durable)
+                    r = self._append(part, pd.records, durable, acks)
+                    if r.error == Errors.NONE and acks == -1:
+                        replicated.append(((t.name, pd.index), part, part.log_end_offset))
                     if r.error != Errors.NONE:
                         log.info("produce_rejected", topic=t.name, partition=pd.index, error=r.error.name,
                                  reason=r.message)
@@ -110,6 +131,7 @@ class DataHandlers:
         if acks == 0:
             return None  # Kafka sends no response at all for acks=0; the client expects none
         failed = await self._durable(durable)
+        failed.update(await self._replicated([r for r in replicated if r[0] not in failed], req.timeout_ms))
         return ProduceResponse[version](
             throttle_time_ms=0,
             responses=[
@@ -117,16 +139,19 @@ class DataHandlers:
                     _PPart(index=idx, error_code=int(failed.get((name, idx), err)),
                            base_offset=base if (name, idx) not in failed else -1,
                            log_append_time_ms=-1, log_start_offset=start, record_errors=[],
-                           error_message=msg if (name, idx) not in failed else "fsync failed")
+                           error_message=msg if (name, idx) not in failed else _failure_message(failed[(name, idx)]))
                     for idx, err, base, start, msg in parts])
                 for name, parts in results
             ],
         )
 
     def _append(self, part: Partition, records: bytes | None,
-                durable: list[tuple[tuple[str, int], asyncio.Future[Appended]]]) -> AppendResult:
+                durable: list[tuple[tuple[str, int], asyncio.Future[Appended]]], acks: int) -> AppendResult:
         """Check one produce partition and hand its batch to the writer, which writes it at once; the
         future it completes once the batch is durable joins `durable`."""
+        refusal, leader_epoch = self.leadership.append_check(part, acks)
+        if refusal != Errors.NONE:
+            return AppendResult(refusal, message=refusal.message)
         prepared = part.prepare(records, self.store.config.max_message_bytes)
         if isinstance(prepared, AppendResult):
             return prepared
@@ -137,11 +162,30 @@ class DataHandlers:
                 future.set_result(appended)
 
         try:
-            base, _ = self.writer.submit(part.target, functools.partial(part.write, prepared), done)
+            base, _ = self.writer.submit(part.target, functools.partial(part.write, prepared, leader_epoch), done)
         except StorageError as e:
             return AppendResult(Errors.KAFKA_STORAGE_ERROR, message=str(e))
+        self.leadership.appended(part)
         durable.append(((part.topic, part.index), future))
         return AppendResult(base_offset=base, log_start_offset=part.log_start_offset)
+
+    async def _replicated(self, waits: list[tuple[tuple[str, int], Partition, int]], timeout_ms: int
+                          ) -> dict[tuple[str, int], Errors]:
+        """acks=all: each partition's DelayedProduce (in the replica manager's "Produce" purgatory) until the
+        high watermark covers the append; a duplicate (an idempotent retry) waits for the log end, which
+        holds the original. On one node this returns at once."""
+        if not waits:
+            return {}
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Errors]] = []
+        for _key, part, required in waits:
+            future: asyncio.Future[Errors] = loop.create_future()
+            self.leadership.await_replicated(
+                part, required, max(0, timeout_ms),
+                lambda error, f=future: f.done() or f.set_result(error))  # type: ignore[misc]
+            futures.append(future)
+        errors = await asyncio.gather(*futures)
+        return {key: error for (key, _p, _r), error in zip(waits, errors, strict=True) if error != Errors.NONE}
 
     @staticmethod
     async def _durable(durable: list[tuple[tuple[str, int], asyncio.Future[Appended]]]
@@ -180,7 +224,11 @@ class DataHandlers:
                 part = self.store.partition(t.topic, t.index)
                 if part is None or t.offset < part.log_start_offset:
                     return None  # deleted or truncated meanwhile: answer now, with the error
-                total += min(part.log.bytes_from(t.offset), max(0, t.max_bytes))
+                error, hw, _epoch = self.leadership.read_view(part, t.current_leader_epoch)
+                if error != Errors.NONE:
+                    return None  # no longer the leader: answer now, with the error
+                visible = part.log.bytes_from(t.offset) - part.log.bytes_from(hw) if t.offset < hw else 0
+                total += min(visible, max(0, t.max_bytes))
             return total
 
         op = DelayedFetch(max_wait_ms, min_bytes, available, future)
@@ -201,25 +249,26 @@ class DataHandlers:
         by_topic: dict[str, list[object]] = {}
         for t in targets:
             part = self.store.partition(t.topic, t.index) if t.topic not in denied else None
-            error, records = Errors.NONE, b""
+            error, records, hw = Errors.NONE, b"", -1
             if t.topic in denied:
                 error = Errors.TOPIC_AUTHORIZATION_FAILED
             elif part is None:
                 error = Errors.UNKNOWN_TOPIC_OR_PARTITION
-            elif t.current_leader_epoch > _LEADER_EPOCH:
-                error = Errors.UNKNOWN_LEADER_EPOCH
+            elif (leader := self.leadership.read_view(part, t.current_leader_epoch))[0] != Errors.NONE:
+                error = leader[0]
             elif t.max_bytes < 0:
                 error = Errors.INVALID_FETCH_SIZE
             elif not part.log_start_offset <= t.offset <= part.log_end_offset:
                 error = Errors.OFFSET_OUT_OF_RANGE
             else:
                 # KIP-74: the first partition with data returns at least one whole batch, even past the
-                # limits, so a batch larger than the limits can never wedge a consumer.
-                records = part.read(t.offset, min(t.max_bytes, remaining), min_one=total == 0)
+                # limits, so a batch larger than the limits can never wedge a consumer. A consumer sees
+                # only what is committed: nothing at or past the high watermark.
+                hw = leader[1]
+                records = part.read(t.offset, min(t.max_bytes, remaining), min_one=total == 0, max_offset=hw)
                 remaining -= len(records)
                 total += len(records)
             errors = errors or error != Errors.NONE
-            hw = part.log_end_offset if part is not None else -1
             by_topic.setdefault(t.topic, []).append(_FPart(
                 partition_index=t.index, error_code=int(error), high_watermark=hw, last_stable_offset=hw,
                 log_start_offset=part.log_start_offset if part is not None else -1,
@@ -239,25 +288,34 @@ class DataHandlers:
             parts = []
             describable = access.topic("DESCRIBE", t.name)
             for p in t.partitions:
-                error, offset, timestamp = (self._list_offset(t.name, p.partition_index, p.timestamp) if describable
-                                            else (Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1))
+                current = p.current_leader_epoch if version >= 4 else -1
+                error, offset, timestamp, epoch = (
+                    self._list_offset(t.name, p.partition_index, p.timestamp, current, req.replica_id)
+                    if describable else (Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1))
                 parts.append(_LPart(partition_index=p.partition_index, error_code=int(error), timestamp=timestamp,
-                                    offset=offset, leader_epoch=_LEADER_EPOCH if error == Errors.NONE else -1))
+                                    offset=offset, leader_epoch=epoch))
             topics.append(_LTopic(name=t.name, partitions=parts))
         return ListOffsetsResponse[version](throttle_time_ms=0, topics=topics)
 
-    def _list_offset(self, topic: str, index: int, timestamp: int) -> tuple[Errors, int, int]:
+    def _list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int,
+                     replica_id: int) -> tuple[Errors, int, int, int]:
+        """(error, offset, timestamp, leader epoch). A consumer's LATEST is the high watermark (no
+        transactions here, so the last stable offset is the same); a broker or tool (replica id >= 0 or
+        -2) gets the log end, as Kafka's Partition.fetchOffsetForTimestamp answers."""
         part = self.store.partition(topic, index)
         if part is None:
-            return Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
+        error, hw, epoch = self.leadership.read_view(part, current_leader_epoch)
+        if error != Errors.NONE:
+            return error, -1, -1, -1
         if timestamp == EARLIEST_TIMESTAMP:
-            return Errors.NONE, part.log_start_offset, -1
+            return Errors.NONE, part.log_start_offset, -1, epoch
         if timestamp == LATEST_TIMESTAMP:
-            return Errors.NONE, part.log_end_offset, -1
+            return Errors.NONE, hw if replica_id == CONSUMER_REPLICA_ID else part.log_end_offset, -1, epoch
         found = part.offset_for_max_timestamp() if timestamp == MAX_TIMESTAMP else part.offset_for_timestamp(timestamp)
-        if found is None:
-            return Errors.NONE, -1, -1  # no record at or after that time (Kafka's answer)
-        return Errors.NONE, found[0], found[1]
+        if found is None or (replica_id == CONSUMER_REPLICA_ID and found[0] >= hw):
+            return Errors.NONE, -1, -1, epoch  # no (committed) record at or after that time (Kafka's answer)
+        return Errors.NONE, found[0], found[1], epoch
 
     # ---------------------------------------------------------------------- OffsetForLeaderEpoch
 
@@ -274,15 +332,11 @@ class DataHandlers:
                 elif part is None:
                     parts.append(_EPart(error_code=int(Errors.UNKNOWN_TOPIC_OR_PARTITION), partition=p.partition,
                                         leader_epoch=-1, end_offset=-1))
-                elif p.current_leader_epoch > _LEADER_EPOCH:
-                    parts.append(_EPart(error_code=int(Errors.UNKNOWN_LEADER_EPOCH), partition=p.partition,
-                                        leader_epoch=-1, end_offset=-1))
-                elif p.leader_epoch == _LEADER_EPOCH:
-                    parts.append(_EPart(error_code=0, partition=p.partition, leader_epoch=_LEADER_EPOCH,
-                                        end_offset=part.log_end_offset))
                 else:
-                    # An epoch this partition never had: Kafka's UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET.
-                    parts.append(_EPart(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1))
+                    error, epoch, end = self.leadership.epoch_end_offset(
+                        part, p.current_leader_epoch if version >= 2 else -1, p.leader_epoch)
+                    parts.append(_EPart(error_code=int(error), partition=p.partition, leader_epoch=epoch,
+                                        end_offset=end))
             topics.append(_ETopic(topic=t.topic, partitions=parts))
         return OffsetForLeaderEpochResponse[version](throttle_time_ms=0, topics=topics)
 
@@ -298,8 +352,17 @@ class DataHandlers:
                                                    producer_id=-1, producer_epoch=-1)
         # Idempotent producers always get a fresh id with epoch 0 (Kafka does the same when the
         # transactional id is null, also for a KIP-360 epoch-bump request).
-        return InitProducerIdResponse[version](throttle_time_ms=0, error_code=0,
-                                               producer_id=self.store.next_producer_id(), producer_epoch=0)
+        if self.admin is not None:
+            try:
+                # Unique across the cluster: blocks come from ZooKeeper, as Kafka's brokers take them.
+                producer_id = await self.admin.next_producer_id()
+            except KafkaError as e:
+                return InitProducerIdResponse[version](throttle_time_ms=0, error_code=int(e.code),
+                                                       producer_id=-1, producer_epoch=-1)
+        else:
+            producer_id = self.store.next_producer_id()
+        return InitProducerIdResponse[version](throttle_time_ms=0, error_code=0, producer_id=producer_id,
+                                               producer_epoch=0)
 
     # ------------------------------------------------------------------------------ topic admin
 
@@ -319,14 +382,20 @@ class DataHandlers:
                 if t.configs:
                     raise KafkaError(Errors.INVALID_CONFIG, "per-topic configs are not supported; "
                                           "the broker-wide flags apply to every topic")
-                topic = self.store.create_topic(t.name, num_partitions, t.replication_factor,
-                                                validate_only=version >= 1 and req.validate_only)
+                validate_only = version >= 1 and req.validate_only
+                if self.admin is not None:
+                    topic, replication_factor = await self.admin.create_topic(
+                        t.name, num_partitions, t.replication_factor, validate_only)
+                else:
+                    topic = self.store.create_topic(t.name, num_partitions, t.replication_factor,
+                                                    validate_only=validate_only)
+                    replication_factor = 1
                 topic_id, partitions = topic.topic_id, topic.partitions
             except KafkaError as e:
                 error, message = e.code, e.message
             results.append(CreateTopicsResponse.CreatableTopicResult(
                 name=t.name, topic_id=topic_id, error_code=int(error), error_message=message,
-                num_partitions=partitions, replication_factor=1 if error == Errors.NONE else -1,
+                num_partitions=partitions, replication_factor=replication_factor if error == Errors.NONE else -1,
                 configs=[] if error == Errors.NONE else None))
         return CreateTopicsResponse[version](throttle_time_ms=0, topics=results)
 
@@ -336,6 +405,9 @@ class DataHandlers:
         if t.num_partitions != -1 or t.replication_factor != -1:
             raise KafkaError(Errors.INVALID_REQUEST, "both a replica assignment and a partition "
                                   "count or replication factor were given")
+        if self.admin is not None:
+            raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT, "a manual replica assignment is not supported in "
+                             "a cluster: give a partition count and a replication factor (docs/cluster.md)")
         indexes = sorted(a.partition_index for a in t.assignments)
         if indexes != list(range(len(indexes))):
             raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT, "partitions must be 0..n-1")
@@ -366,10 +438,14 @@ class DataHandlers:
                 if current.is_internal:
                     raise KafkaError(Errors.INVALID_REQUEST, "internal topics cannot be deleted")
                 topic_id = current.topic_id
-                parts, dirs = self.store.delete_topic(name)  # type: ignore[arg-type]
-                doomed += dirs
-                for p in parts:
-                    self.fetch_purgatory.check_and_complete((p.topic, p.index))
+                if self.admin is not None:
+                    # The controller deletes it; every broker (this one too) drops its replicas then.
+                    await self.admin.delete_topic(name)  # type: ignore[arg-type]
+                else:
+                    parts, dirs = self.store.delete_topic(name)  # type: ignore[arg-type]
+                    doomed += dirs
+                    for p in parts:
+                        self.fetch_purgatory.check_and_complete((p.topic, p.index))
             except KafkaError as e:
                 error, message = e.code, e.message
             results.append(DeleteTopicsResponse.DeletableTopicResult(
@@ -386,14 +462,27 @@ class DataHandlers:
             try:
                 if not access.topic("ALTER", t.name):
                     raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED)
-                if t.assignments is not None and any(list(a.broker_ids) != [self.node_id] for a in t.assignments):
-                    raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.node_id}")
-                self.store.create_partitions(t.name, t.count, validate_only=req.validate_only)
+                if self.admin is not None:
+                    if t.assignments is not None:
+                        raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT, "a manual replica assignment is not "
+                                         "supported in a cluster (docs/cluster.md)")
+                    await self.admin.create_partitions(t.name, t.count, req.validate_only)
+                else:
+                    if t.assignments is not None and any(list(a.broker_ids) != [self.node_id]
+                                                         for a in t.assignments):
+                        raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.node_id}")
+                    self.store.create_partitions(t.name, t.count, validate_only=req.validate_only)
             except KafkaError as e:
                 error, message = e.code, e.message
             results.append(CreatePartitionsResponse.CreatePartitionsTopicResult(
                 name=t.name, error_code=int(error), error_message=message))
         return CreatePartitionsResponse[version](throttle_time_ms=0, results=results)
+
+
+def _failure_message(error: Errors) -> str:
+    if error == Errors.KAFKA_STORAGE_ERROR:
+        return "fsync failed"
+    return error.message or error.name
 
 
 def _remove_dirs(dirs: list[object]) -> None:

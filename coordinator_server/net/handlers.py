@@ -38,7 +38,7 @@ from coordinator_server.topics.store import TopicStore
 from protocol import group_messages as gm
 from protocol.apis import API_TABLE
 from protocol.broker_messages import ControlledShutdownResponse
-from protocol.errors import Errors
+from protocol.errors import Errors, KafkaError
 from protocol.framing import ParsedHeader, api_versions_body
 
 log = structlog.get_logger("coordinator_server.net")
@@ -210,7 +210,7 @@ class RequestHandlers:
             topics = [self._topic_metadata(t, version) for t in self.topics.all() if access.topic("DESCRIBE", t.name)]
         else:
             auto_create = self.auto_create_topics and (bool(req.allow_auto_topic_creation) if version >= 4 else True)
-            topics = self._requested_topics(req.topics, version, auto_create, access)
+            topics = await self._requested_topics(req.topics, version, auto_create, access)
         ep = ctx.endpoint or self.endpoint
         if self.cluster is not None:
             brokers = [_Broker(node_id=b.node_id, host=b.host, port=b.port, rack=None)
@@ -228,8 +228,8 @@ class RequestHandlers:
             authorized_operations=None,  # INT32_MIN: not requested / not computed
         )
 
-    def _requested_topics(self, requested: list[ApiMessage], version: int, auto_create: bool,
-                          access: Access = ALLOW_ALL) -> list[object]:
+    async def _requested_topics(self, requested: list[ApiMessage], version: int, auto_create: bool,
+                                access: Access = ALLOW_ALL) -> list[object]:
         out: list[object] = []
         seen: set[object] = set()
         for entry in requested:
@@ -258,6 +258,18 @@ class RequestHandlers:
                 out.append(_topic_error(name, Errors.INVALID_TOPIC_EXCEPTION))
             elif auto_create and not (access.cluster("CREATE") or access.topic("CREATE", name)):
                 out.append(_topic_error(name, Errors.TOPIC_AUTHORIZATION_FAILED))
+            elif auto_create and self.data.admin is not None:
+                # In a cluster through ZooKeeper; answered once this node's view has the leaders.
+                try:
+                    await self.data.admin.create_topic(name, -1, -1, False)
+                    log.info("topic_auto_created", topic=name)
+                except KafkaError as e:
+                    if e.code != Errors.TOPIC_ALREADY_EXISTS:
+                        out.append(_topic_error(name, e.code))
+                        continue
+                topic = self.topics.get(name)
+                out.append(self._topic_metadata(topic, version) if topic is not None
+                           else _topic_error(name, Errors.LEADER_NOT_AVAILABLE))
             elif auto_create:
                 # Created synchronously, so unlike Kafka we can answer with the topic at once
                 # instead of LEADER_NOT_AVAILABLE-then-retry.
@@ -270,8 +282,8 @@ class RequestHandlers:
 
     def _topic_metadata(self, topic: Topic, version: int) -> object:
         node = self.endpoint.node_id
-        if self.cluster is not None and topic.name == OFFSETS_TOPIC:
-            return self._offsets_topic_metadata(topic)
+        if self.cluster is not None:
+            return self._cluster_topic_metadata(topic)
         return _Topic(
             error_code=0,
             name=topic.name,
@@ -292,21 +304,22 @@ class RequestHandlers:
             authorized_operations=None,
         )
 
-    def _offsets_topic_metadata(self, topic: Topic) -> object:
-        """`__consumer_offsets` as the cluster has it: each partition's leader, epoch, replicas and ISR."""
+    def _cluster_topic_metadata(self, topic: Topic) -> object:
+        """A topic as the cluster has it: each partition's leader, epoch, replicas and ISR."""
         assert self.cluster is not None
         live = {b.node_id for b in self.cluster.brokers()}
         partitions = []
         for i in range(topic.partitions):
-            lead = self.cluster.offsets_partition(i)
+            lead = self.cluster.topic_partition(topic.name, i)
             if lead is None:
-                return _topic_error(topic.name, Errors.LEADER_NOT_AVAILABLE, topic.topic_id, internal=True)
+                return _topic_error(topic.name, Errors.LEADER_NOT_AVAILABLE, topic.topic_id,
+                                    internal=topic.is_internal)
             partitions.append(_Partition(
                 error_code=int(Errors.NONE if lead.leader >= 0 else Errors.LEADER_NOT_AVAILABLE),
                 partition_index=i, leader_id=lead.leader, leader_epoch=lead.leader_epoch,
                 replica_nodes=list(lead.replicas), isr_nodes=list(lead.isr),
                 offline_replicas=[r for r in lead.replicas if r not in live]))
-        return _Topic(error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=True,
+        return _Topic(error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
                       partitions=partitions, authorized_operations=None)
 
     def _coordinator_of(self, group_id: str) -> tuple[Errors, BrokerEndpoint | None]:

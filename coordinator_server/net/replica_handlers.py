@@ -1,6 +1,6 @@
-"""Requests about `__consumer_offsets` that its replicas answer: a follower's Fetch (replica id = its broker
-id) and its OffsetForLeaderEpoch, and anyone's ListOffsets, answered by the replica manager
-(coordinator_server.replication).
+"""Requests that replicas answer: a follower's Fetch (replica id = its broker id) and its
+OffsetForLeaderEpoch, for any topic, and anyone's ListOffsets of `__consumer_offsets`, answered by the topic's
+replica manager (coordinator_server.replication).
 
 Kafka authorizes the first two with CLUSTER_ACTION on the cluster (brokers' own principal); a consumer's
 fetch of the same topic (replica id -1) goes to the data handlers instead. ListOffsets needs DESCRIBE on the
@@ -9,6 +9,8 @@ operator watches during a failover: `coordinator-server cluster status`).
 """
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from typing import Protocol
 
 from kafka.protocol.api_message import ApiMessage
@@ -67,8 +69,12 @@ def list_offset_answer(view: OffsetsView, timestamp: int, replica_id: int) -> tu
 
 
 class ReplicaHandlers:
-    def __init__(self, replicas: Replicas) -> None:
-        self.replicas = replicas
+    def __init__(self, managers: Mapping[str, Replicas]) -> None:
+        self.managers = managers  # topic -> its replica manager (the cluster node's, kept current)
+
+    @property
+    def replicas(self) -> Replicas:
+        return self.managers[OFFSETS_TOPIC]
 
     async def handle_fetch(self, req: ApiMessage, version: int, access: Access) -> ApiMessage:
         replica_id = replica_id_of(req, version)
@@ -76,8 +82,17 @@ class ReplicaHandlers:
         wanted = [(t.topic, p) for t in req.topics for p in t.partitions]
         response, total = self._read(replica_id, wanted, req.max_bytes, version, allowed)
         if allowed and total == 0 and req.max_wait_ms > 0:
-            offsets = [p.partition for topic, p in wanted if topic == OFFSETS_TOPIC]
-            await self.replicas.wait_for_append(offsets, req.max_wait_ms)
+            by_topic: dict[str, list[int]] = {}
+            for topic, p in wanted:
+                by_topic.setdefault(topic, []).append(p.partition)
+            waits = [asyncio.ensure_future(manager.wait_for_append(partitions, req.max_wait_ms))
+                     for topic, partitions in by_topic.items() if (manager := self.managers.get(topic)) is not None]
+            if waits:
+                try:
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for w in waits:
+                        w.cancel()
             response, total = self._read(replica_id, wanted, req.max_bytes, version, allowed)
         return response
 
@@ -89,12 +104,13 @@ class ReplicaHandlers:
         for topic, p in wanted:
             records = b""
             hw = lso = -1
+            manager = self.managers.get(topic)
             if not allowed:
                 error = Errors.CLUSTER_AUTHORIZATION_FAILED
-            elif topic != OFFSETS_TOPIC:
-                error = Errors.UNKNOWN_TOPIC_OR_PARTITION  # only __consumer_offsets is replicated so far
+            elif manager is None:
+                error = Errors.UNKNOWN_TOPIC_OR_PARTITION  # not a topic of the cluster (as this node sees it)
             else:
-                error, records, hw, lso = self.replicas.replica_read(
+                error, records, hw, lso = manager.replica_read(
                     replica_id, p.partition, p.fetch_offset, p.current_leader_epoch if version >= 9 else -1,
                     min(p.partition_max_bytes, remaining) if total else p.partition_max_bytes)
                 remaining -= len(records)
@@ -114,12 +130,13 @@ class ReplicaHandlers:
         for t in req.topics:
             parts = []
             for p in t.partitions:
+                manager = self.managers.get(t.topic)
                 if not allowed:
                     error, epoch, end = Errors.CLUSTER_AUTHORIZATION_FAILED, -1, -1
-                elif t.topic != OFFSETS_TOPIC:
+                elif manager is None:
                     error, epoch, end = Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
                 else:
-                    error, epoch, end = self.replicas.offset_for_leader_epoch(
+                    error, epoch, end = manager.offset_for_leader_epoch(
                         p.partition, p.current_leader_epoch, p.leader_epoch)
                 parts.append(_EPart(error_code=int(error), partition=p.partition, leader_epoch=epoch,
                                     end_offset=end))

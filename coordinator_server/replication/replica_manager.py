@@ -1,15 +1,18 @@
-"""The replica manager of one broker for `__consumer_offsets` (Kafka's ReplicaManager and Partition): which
-partitions this node leads or follows, at which leader epoch, and what follows from it.
+"""The replica manager of one broker for one topic (Kafka's ReplicaManager and Partition): which of the
+topic's partitions this node leads or follows, at which leader epoch, and what follows from it. The broker
+runs one per topic: `__consumer_offsets`, whose leadership loads and unloads groups, and each topic of the
+topic store (docs/cluster.md); what differs between them is behind `LocalReplicas` and `Roles`.
 
 Theory of operation. ZooKeeper's partition states are the controller's word (docs/cluster.md): for each
 partition, its leader, leader epoch and ISR. `on_partition_state` applies one such state:
 - leader here at a newer epoch: stop fetching it, start the epoch in the leader-epoch cache at the log end,
-  take the ISR as committed in ZooKeeper (with its znode version), and load the partition's groups;
-- another leader: unload the groups (if held), and fetch from that leader (truncating first: fetcher.py);
+  take the ISR as committed in ZooKeeper (with its znode version), and tell `Roles` (the coordinator loads
+  the partition's groups);
+- another leader: tell `Roles` (groups unload), and fetch from that leader (truncating first: fetcher.py);
 - not a replica: neither.
 As leader it serves its followers' fetches (advancing their log end offsets, the ISR and the high
-watermark), answers OffsetForLeaderEpoch from its epoch cache, and completes the coordinator's appends
-once the high watermark covers them (acks=all). ISR changes are written to ZooKeeper with the version
+watermark), answers OffsetForLeaderEpoch from its epoch cache, and completes appends (the coordinator's,
+and a producer's with acks=all) once the high watermark covers them. ISR changes are written to ZooKeeper with the version
 the leader last read: a leader that has been replaced meanwhile (a paused process) fails that write and
 cannot shrink the ISR to itself; the high watermark counts only the ISR as committed in ZooKeeper, so a
 stale leader never acknowledges anything its successor might not have. Losing the ZooKeeper session
@@ -35,8 +38,7 @@ from coordinator_server.replication.delayed_produce import DelayedProduce, fail_
 from coordinator_server.replication.fetcher import ReplicaFetcher
 from coordinator_server.replication.leader import IsrChange, PartitionLeader
 from coordinator_server.replication.leader_epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
-from coordinator_server.storage.coordinator_log import CoordinatorLog
-from coordinator_server.storage.log import PartitionLog, partition_dir
+from coordinator_server.storage.log import PartitionLog
 from protocol.errors import Errors
 
 log = structlog.get_logger("coordinator_server.replication")
@@ -61,25 +63,43 @@ class OffsetsView:
 class IsrWriter(Protocol):
     """Writes a partition's ISR to ZooKeeper only if its state is still at `zk_version` (the cluster room)."""
 
-    async def write_isr(self, partition: int, leader: int, leader_epoch: int, isr: tuple[int, ...],
+    async def write_isr(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: tuple[int, ...],
                         controller_epoch: int, zk_version: int) -> int | None:
         """The new znode version, or None when the state moved on (this leader may be stale)."""
         ...
 
-    async def read_state(self, partition: int) -> PartitionState | None:
+    async def read_state(self, topic: str, partition: int) -> PartitionState | None:
         """The partition's state as ZooKeeper has it now."""
         ...
 
 
-class Coordinator(Protocol):
-    """The group coordinator's side of leadership (runtime.CoordinatorRuntime), and the timer it drives."""
+class TimerHost(Protocol):
+    """The runtime's timing wheel, which the "Produce" purgatory shares."""
 
-    def load_partition(self, partition: int, leader_epoch: int) -> bool: ...
-    def unload_partition(self, partition: int, leader_epoch: int | None, reason: str) -> int: ...
     @property
     def timer(self) -> Timer: ...
     def now_ms(self) -> int: ...
     def rearm_timer(self) -> None: ...
+
+
+class LocalReplicas(Protocol):
+    """This broker's copies of one topic's partitions: the coordinator log's for `__consumer_offsets`
+    (storage.coordinator_log), the topic store's for the others (replication.local_replicas)."""
+
+    def log(self, partition: int) -> PartitionLog: ...
+    def directory(self, partition: int) -> Path: ...
+    async def truncate(self, partition: int, offset: int) -> None: ...
+    async def append_as_follower(self, partition: int, batches: list[bytes]) -> list[tuple[int, int]]: ...
+
+
+class Roles(Protocol):
+    """What else changes with leadership: for `__consumer_offsets` the group coordinator loads a partition
+    it now leads and unloads one it stopped leading (runtime.CoordinatorRuntime); for a data topic, parked
+    consumer fetches answer when the high watermark moves or the leader goes."""
+
+    def load_partition(self, partition: int, leader_epoch: int) -> object: ...
+    def unload_partition(self, partition: int, leader_epoch: int | None, reason: str) -> object: ...
+    def high_watermark_moved(self, partition: int) -> None: ...
 
 
 @dataclass(slots=True)
@@ -92,12 +112,15 @@ class _Leading:
 
 
 class ReplicaManager:
-    def __init__(self, node_id: int, log_: CoordinatorLog, coordinator: Coordinator, isr_writer: IsrWriter,
-                 endpoint_of: Callable[[int], tuple[str, int] | None], min_insync_replicas: int,
-                 replica_lag_time_max_ms: int, commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS) -> None:
+    def __init__(self, node_id: int, topic: str, local: LocalReplicas, roles: Roles, timer_host: TimerHost,
+                 isr_writer: IsrWriter, endpoint_of: Callable[[int], tuple[str, int] | None],
+                 min_insync_replicas: int, replica_lag_time_max_ms: int,
+                 commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS) -> None:
         self.node_id = node_id
-        self.log = log_
-        self.coordinator = coordinator
+        self.topic = topic
+        self.local = local
+        self.roles = roles
+        self.coordinator = timer_host
         self.isr_writer = isr_writer
         self.endpoint_of = endpoint_of
         self.min_insync_replicas = min_insync_replicas
@@ -110,10 +133,10 @@ class ReplicaManager:
         self._epochs: dict[int, LeaderEpochCache] = {}
         self._high_watermarks: dict[int, int] = {}
         self._known_epoch: dict[int, int] = {}  # the newest leader epoch applied per partition
-        # Kafka's "Produce" purgatory: the coordinator's appends wait here for the high watermark.
+        # Kafka's "Produce" purgatory: acks=all appends wait here for the high watermark.
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory(
-            "Produce", coordinator.timer)
-        self._isr_task = self._loop.create_task(self._isr_maintenance(), name="isr-maintenance")
+            "Produce", timer_host.timer)
+        self._isr_task = self._loop.create_task(self._isr_maintenance(), name=f"isr-maintenance-{topic}")
         self._transitions: dict[int, asyncio.Lock] = {}
         self._unreachable: set[int] = set()  # followed partitions whose leader's address is not known yet
 
@@ -184,15 +207,15 @@ class ReplicaManager:
                                              state.zk_version, leo, hw, self._now_ms(),
                                              self.replica_lag_time_max_ms)
         self._leading[p] = _Leading(state.leader_epoch, leader, state.controller_epoch)
-        log.info("became_leader", partition=p, leader_epoch=state.leader_epoch, isr=sorted(state.isr),
+        log.info("became_leader", topic=self.topic, partition=p, leader_epoch=state.leader_epoch, isr=sorted(state.isr),
                  log_end_offset=leo, high_watermark=leader.high_watermark)
-        self.coordinator.load_partition(p, state.leader_epoch)
+        self.roles.load_partition(p, state.leader_epoch)
 
     async def _become_follower(self, p: int, leader: int, leader_epoch: int) -> None:
         if p in self._leading:
             self._resign_leader(p, leader_epoch, f"broker {leader} leads at epoch {leader_epoch}")
         else:
-            self.coordinator.unload_partition(p, leader_epoch, f"broker {leader} leads at epoch {leader_epoch}")
+            self.roles.unload_partition(p, leader_epoch, f"broker {leader} leads at epoch {leader_epoch}")
         await self._stop_following(p)
         self._following[p] = (leader, leader_epoch)
         endpoint = self.endpoint_of(leader)
@@ -207,19 +230,19 @@ class ReplicaManager:
         self._unreachable.discard(p)
         fetcher = self._fetchers.get(leader)
         if fetcher is None:
-            fetcher = ReplicaFetcher(self.node_id, leader, endpoint[0], endpoint[1], OFFSETS_TOPIC, _FollowerLog(self))
+            fetcher = ReplicaFetcher(self.node_id, leader, endpoint[0], endpoint[1], self.topic, _FollowerLog(self))
             self._fetchers[leader] = fetcher
         elif fetcher.address != endpoint:
             fetcher.retarget(*endpoint)  # the leader came back at another address
         fetcher.add_partition(p, leader_epoch)
-        log.info("became_follower", partition=p, leader=leader, leader_epoch=leader_epoch,
+        log.info("became_follower", topic=self.topic, partition=p, leader=leader, leader_epoch=leader_epoch,
                  log_end_offset=self._plog(p).next_offset)
 
     async def _stop_replica(self, p: int, leader_epoch: int, reason: str) -> None:
         if p in self._leading:
             self._resign_leader(p, leader_epoch, reason)
         else:
-            self.coordinator.unload_partition(p, leader_epoch, reason)
+            self.roles.unload_partition(p, leader_epoch, reason)
         await self._stop_following(p)
 
     def _resign_leader(self, p: int, leader_epoch: int | None, reason: str) -> None:
@@ -229,14 +252,14 @@ class ReplicaManager:
         if leading.isr_update is not None:
             leading.isr_update.cancel()
         leading.state.resign()
-        # Every coordinator write still waiting for the ISR is answered NOT_LEADER_OR_FOLLOWER now (the
-        # core maps it to NOT_COORDINATOR): the next leader decides what of it survived.
-        fail_partition(self.produce_purgatory, OFFSETS_TOPIC, p)
+        # Every write still waiting for the ISR is answered NOT_LEADER_OR_FOLLOWER now (the coordinator
+        # maps it to NOT_COORDINATOR): the next leader decides what of it survived.
+        fail_partition(self.produce_purgatory, self.topic, p)
         leading.data.set()  # parked fetches answer now (they will find no leader)
         self._high_watermarks[p] = leading.state.high_watermark
-        self.coordinator.unload_partition(p, leader_epoch, reason)
+        self.roles.unload_partition(p, leader_epoch, reason)
         self.coordinator.rearm_timer()
-        log.info("resigned_leader", partition=p, leader_epoch=leading.leader_epoch, reason=reason)
+        log.info("resigned_leader", topic=self.topic, partition=p, leader_epoch=leading.leader_epoch, reason=reason)
 
     def brokers_changed(self) -> None:
         """Start fetching partitions whose leader's address was not known when they were assigned to us."""
@@ -258,36 +281,53 @@ class ReplicaManager:
                 del self._fetchers[following[0]]
                 await fetcher.close()
 
-    # -- the coordinator's appends (runtime.ReplicationGate) -----------------------------------------
+    # -- appends: the coordinator's (runtime.ReplicationGate, acks=all) and producers' ----------------
 
-    def append_error(self, partition: int) -> Errors | None:
+    def append_error(self, partition: int, acks: int = -1) -> Errors | None:
+        """Why an append with `acks` may not be written here now (not the leader; acks=all with the ISR
+        below min.insync.replicas), or None."""
         leading = self._leading.get(partition)
         if leading is None:
             return Errors.NOT_LEADER_OR_FOLLOWER
-        error = leading.state.check_append(-1, self.min_insync_replicas)  # the coordinator writes acks=all
+        error = leading.state.check_append(acks, self.min_insync_replicas)
         return None if error == Errors.NONE else error
 
     def leader_epoch(self, partition: int) -> int:
         leading = self._leading.get(partition)
         return leading.leader_epoch if leading is not None else -1
 
-    def await_committed(self, partition: int, on_done: Callable[[Errors], None]) -> None:
+    def appended(self, partition: int) -> None:
+        """Records were written here as leader: wake followers' parked fetches."""
+        leading = self._leading.get(partition)
+        if leading is not None:
+            leading.state.on_leader_append(self._plog(partition).next_offset)
+            leading.data.set()
+            leading.data = asyncio.Event()
+
+    def await_committed(self, partition: int, on_done: Callable[[Errors], None], required: int | None = None,
+                        timeout_ms: int | None = None) -> None:
+        """Call `on_done` once the high watermark reaches `required` (by default the log end: everything
+        written so far), with NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER or REQUEST_TIMED_OUT
+        as Kafka's DelayedProduce answers."""
         leading = self._leading.get(partition)
         if leading is None:
             on_done(Errors.NOT_LEADER_OR_FOLLOWER)
             return
-        required = self._plog(partition).next_offset
-        leading.state.on_leader_append(required)  # with the ISR down to this leader, that alone commits
+        leo = self._plog(partition).next_offset
+        required = leo if required is None else required
+        leading.state.on_leader_append(leo)  # with the ISR down to this leader, that alone commits
         leading.data.set()
         leading.data = asyncio.Event()
-        operation = DelayedProduce(self.commit_timeout_ms, {(OFFSETS_TOPIC, partition): (leading.state, required)},
+        operation = DelayedProduce(self.commit_timeout_ms if timeout_ms is None else timeout_ms,
+                                   {(self.topic, partition): (leading.state, required)},
                                    self.min_insync_replicas, lambda errors: on_done(next(iter(errors.values()))))
         self.produce_purgatory.try_complete_else_watch(operation, operation.watch_keys(), self.coordinator.now_ms())
         self.coordinator.rearm_timer()
 
     def _hw_maybe_moved(self, p: int) -> None:
-        if self.produce_purgatory.check_and_complete(produce_key(OFFSETS_TOPIC, p)):
+        if self.produce_purgatory.check_and_complete(produce_key(self.topic, p)):
             self.coordinator.rearm_timer()
+        self.roles.high_watermark_moved(p)
 
     # -- serving followers ---------------------------------------------------------------------------
 
@@ -309,7 +349,7 @@ class ReplicaManager:
         return self._high_watermarks.get(partition, 0)
 
     def offsets_view(self, partition: int, current_leader_epoch: int) -> tuple[Errors, OffsetsView | None]:
-        """What ListOffsets of `__consumer_offsets` reads: only the partition's leader answers (Kafka's
+        """What ListOffsets and a consumer's Fetch read: only the partition's leader answers (Kafka's
         fetchOnlyFromLeader), fenced by the caller's leader epoch as a follower's fetch is."""
         error = self.leader_check(partition, current_leader_epoch)
         if error != Errors.NONE:
@@ -379,7 +419,7 @@ class ReplicaManager:
                 leading.state.on_leader_append(self._plog(p).next_offset)
                 change = leading.state.maybe_shrink_isr(now)
                 if change is not None:
-                    log.info("isr_shrink_proposed", partition=p, isr=sorted(change.isr),
+                    log.info("isr_shrink_proposed", topic=self.topic, partition=p, isr=sorted(change.isr),
                              out_of_sync=sorted(leading.state.isr - change.isr))
                     self._write_isr_change(p, leading, change, "shrink")
 
@@ -391,7 +431,7 @@ class ReplicaManager:
     async def _write_isr(self, p: int, leading: _Leading, change: IsrChange, kind: str) -> None:
         isr = tuple(sorted(change.isr))
         try:
-            version = await self.isr_writer.write_isr(p, self.node_id, change.leader_epoch, isr,
+            version = await self.isr_writer.write_isr(self.topic, p, self.node_id, change.leader_epoch, isr,
                                                       leading.controller_epoch, change.expected_zk_version)
         except Exception as e:
             log.warning("isr_update_failed", partition=p, isr=list(isr), error=repr(e))
@@ -406,7 +446,7 @@ class ReplicaManager:
             leading.state.on_isr_write_failed()
             log.warning("isr_update_rejected", partition=p, isr=list(isr), zk_version=change.expected_zk_version)
             try:
-                current = await self.isr_writer.read_state(p)
+                current = await self.isr_writer.read_state(self.topic, p)
             except Exception as e:
                 log.warning("partition_state_read_failed", partition=p, error=repr(e))
                 current = None
@@ -424,7 +464,7 @@ class ReplicaManager:
             return
         advanced = leading.state.on_isr_write_succeeded(change, version)
         (cluster_metrics.ISR_SHRINKS if kind == "shrink" else cluster_metrics.ISR_EXPANDS).inc()
-        log.info("isr_updated", partition=p, isr=list(isr), kind=kind, zk_version=version)
+        log.info("isr_updated", topic=self.topic, partition=p, isr=list(isr), kind=kind, zk_version=version)
         if advanced:
             self._hw_maybe_moved(p)
         self._refresh_gauges()
@@ -441,20 +481,22 @@ class ReplicaManager:
     def leading_partitions(self) -> list[int]:
         return sorted(self._leading)
 
+    def under_replicated(self) -> int:
+        return sum(1 for lead in self._leading.values() if len(lead.state.isr) < len(lead.state.replicas))
+
     def _refresh_gauges(self) -> None:
-        cluster_metrics.LEADER_PARTITIONS.set(len(self._leading))
-        cluster_metrics.UNDER_REPLICATED.set(sum(
-            1 for lead in self._leading.values() if len(lead.state.isr) < len(lead.state.replicas)))
+        cluster_metrics.LEADER_PARTITIONS.labels(self.topic).set(len(self._leading))
+        cluster_metrics.UNDER_REPLICATED.labels(self.topic).set(self.under_replicated())
 
     # -- local replicas -----------------------------------------------------------------------------
 
     def _plog(self, p: int) -> PartitionLog:
-        return self.log.partition_log(p)
+        return self.local.log(p)
 
     def _epoch_cache(self, p: int) -> LeaderEpochCache:
         cache = self._epochs.get(p)
         if cache is None:
-            path = partition_dir(Path(self.log.data_dir), p) / EPOCH_CHECKPOINT
+            path = self.local.directory(p) / EPOCH_CHECKPOINT
             cache = LeaderEpochCache.load(path)
             # Whatever the checkpoint says past the log end is gone (truncated, or never written).
             cache.truncate_from_end(self._plog(p).next_offset)
@@ -489,13 +531,13 @@ class _FollowerLog:
         return self._m._epoch_cache(partition).end_offset_for(epoch, self.log_end_offset(partition))
 
     async def truncate_to(self, partition: int, offset: int) -> None:
-        await self._m.log.truncate(partition, offset)
+        await self._m.local.truncate(partition, offset)
         self._m._epoch_cache(partition).truncate_from_end(offset)  # flushes the checkpoint when it changed
         self._m._high_watermarks[partition] = min(self._m._high_watermarks.get(partition, 0), offset)
 
     async def append(self, partition: int, batches: list[bytes]) -> None:
         # Durable (per --fsync) before the next fetch tells the leader this offset: the copy counts for acks.
-        appended = await self._m.log.append_as_follower(partition, batches)
+        appended = await self._m.local.append_as_follower(partition, batches)
         cache = self._m._epoch_cache(partition)
         for epoch, base in appended:
             if epoch >= 0:

@@ -385,17 +385,20 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
-    def read_batches(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes:
+    def read_batches(self, offset: int, max_bytes: int, min_one: bool = True, max_offset: int | None = None) -> bytes:
         """Whole batches from the one holding `offset` on, up to `max_bytes` (but at least one batch when
-        `min_one`: KIP-74), from a single segment as Kafka reads. b"" at or past the end."""
+        `min_one`: KIP-74), from a single segment as Kafka reads. b"" at or past the end. With `max_offset`
+        (a replicated partition's high watermark, always a batch boundary) no batch at or past it is read."""
         located = self._locate(offset)
-        if located is None:
+        if located is None or (max_offset is not None and located[1].base_offset >= max_offset):
             return b""
         seg, info = located
         with open(seg.path, "rb") as f:
             buf = os.pread(f.fileno(), max(0, min(max_bytes, seg.size - info.position)), info.position)
             end = 0
             while end + LOG_OVERHEAD <= len(buf):
+                if max_offset is not None and int.from_bytes(buf[end:end + 8], "big", signed=True) >= max_offset:
+                    return buf[:end]
                 total = LOG_OVERHEAD + int.from_bytes(buf[end + 8:end + 12], "big", signed=True)
                 if end + total > len(buf):
                     break

@@ -114,10 +114,11 @@ class Partition:
     def open(cls, topic: str, index: int, pdir: Path, segment_bytes: int, file_io: FileIO | None = None
              ) -> Partition:
         part = cls(topic, index, PartitionLog.open_dir(pdir, index, segment_bytes, file_io, deep=False))
-        part._load_producers()
+        part.rebuild_producer_state()
         return part
 
-    def _load_producers(self) -> None:
+    def rebuild_producer_state(self) -> None:
+        """From the batches in the log (at open, and after a truncation cut some)."""
         self.producers = ProducerStateManager()
         for info in self.log.batch_infos():
             self.producers.on_appended(info, info.base_offset)
@@ -170,15 +171,25 @@ class Partition:
             return AppendResult(Errors.KAFKA_STORAGE_ERROR, message=f"append failed: {e}")
         return AppendResult(base_offset=base, log_start_offset=self.log_start_offset)
 
+    def write_as_follower(self, batches: list[bytes]) -> list[tuple[int, int]]:
+        """Write batches fetched from the partition's leader as they are (their offsets, epochs and
+        producer sequences), recording each producer's sequence so a follower that becomes leader
+        still recognises a retried batch; (leader epoch, base offset) per batch."""
+        written = self.log.append_as_follower(batches)
+        for batch in batches:
+            info = BatchInfo.parse(batch)
+            self.producers.on_appended(info, info.base_offset)
+        return written
+
     def truncate_to(self, offset: int) -> int:
         """`PartitionLog.truncate_to`, then the producer state rebuilt from the batches that stay (Kafka
         reloads it on truncation too); returns the new log end offset."""
         end = self.log.truncate_to(offset)
-        self._load_producers()
+        self.rebuild_producer_state()
         return end
 
-    def read(self, offset: int, max_bytes: int, min_one: bool) -> bytes:
-        return self.log.read_batches(offset, max_bytes, min_one)
+    def read(self, offset: int, max_bytes: int, min_one: bool, max_offset: int | None = None) -> bytes:
+        return self.log.read_batches(offset, max_bytes, min_one, max_offset)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= timestamp_ms (Kafka's

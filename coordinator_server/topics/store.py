@@ -182,6 +182,26 @@ class TopicStore:
         existing = self.get(name)
         return existing if existing is not None else self.create_topic(name, self.config.default_partitions)
 
+    def ensure_topic(self, name: str, topic_id: uuid.UUID, partitions: int) -> list[Path]:
+        """A cluster's topic here (docs/cluster.md): created with the cluster's topic id, grown to its
+        partition count; a local copy with another id (deleted and created again while this node was away)
+        is replaced. Returns directories renamed away, for the caller to remove off the loop."""
+        doomed: list[Path] = []
+        existing = self._topics.get(name)
+        if existing is not None and existing.topic_id != topic_id:
+            _, doomed = self.delete_topic(name)
+            existing = None
+        if existing is None:
+            topic = StoredTopic(name, topic_id)
+            self._topics[name] = topic
+            self._add_partitions(topic, partitions)
+            log.info("topic_created", topic=name, partitions=partitions, topic_id=kafka_uuid_string(topic_id))
+        elif len(existing.partitions) < partitions:
+            was = len(existing.partitions)
+            self._add_partitions(existing, partitions)
+            log.info("partitions_created", topic=name, partitions=partitions, was=was)
+        return doomed
+
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      validate_only: bool = False) -> Topic:
         if not is_valid_topic_name(name):

@@ -1,10 +1,9 @@
 """DescribeGroups, ListGroups and DeleteGroups: kafka-semantics.md §2.8-§2.10."""
 from __future__ import annotations
 
+from coordinator_server.group.records import GroupMetadataRecord, OffsetCommitRecord
 from protocol.errors import Errors
 from tests.unit.group_harness import Harness, Reply
-
-from coordinator_server.group.records import GroupMetadataRecord, OffsetCommitRecord
 
 
 def describe(h: Harness, *group_ids: str | None, version: int = 5):  # type: ignore[no-untyped-def]

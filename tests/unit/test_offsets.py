@@ -1,11 +1,10 @@
 """Committed offsets: kafka-semantics.md §2.6 (OffsetCommit), §2.7 (OffsetFetch), §2.11 (OffsetDelete), §6."""
 from __future__ import annotations
 
-from protocol.errors import Errors
-from tests.unit.group_harness import Harness, Reply
-
 from coordinator_server.group.records import GroupMetadataRecord, OffsetCommitRecord
 from coordinator_server.group.state import EMPTY
+from protocol.errors import Errors
+from tests.unit.group_harness import Harness, Reply
 
 DAY_MS = 24 * 60 * 60 * 1000
 

@@ -1,0 +1,127 @@
+"""This broker's copies of a topic's partitions, as the replica manager (replica_manager.LocalReplicas) and
+its `Roles` need them: `__consumer_offsets` is the coordinator log's and its leadership is the group
+coordinator's; every other topic is the topic store's, and its leadership only wakes parked consumer fetches.
+
+Both write through their log's group-commit writer (storage.group_commit), so a follower's appends and
+truncations never interleave with a round's fsync, and a follower's copy is durable (per --fsync) before
+its next fetch tells the leader it has it: the copy counts toward acks=all.
+"""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Protocol
+
+from coordinator_server.purgatory import DelayedOperationPurgatory
+from coordinator_server.storage.coordinator_log import CoordinatorLog
+from coordinator_server.storage.group_commit import Appended, GroupCommitWriter
+from coordinator_server.storage.log import PartitionLog, partition_dir
+from coordinator_server.topics.delayed_fetch import DelayedFetch
+from coordinator_server.topics.partition import Partition
+from coordinator_server.topics.store import TopicStore
+
+
+class OffsetsReplicas:
+    """`__consumer_offsets` on this broker: the coordinator log's partitions."""
+
+    def __init__(self, log: CoordinatorLog) -> None:
+        self._log = log
+
+    def log(self, partition: int) -> PartitionLog:
+        return self._log.partition_log(partition)
+
+    def directory(self, partition: int) -> Path:
+        return partition_dir(Path(self._log.data_dir), partition)
+
+    async def truncate(self, partition: int, offset: int) -> None:
+        await self._log.truncate(partition, offset)
+
+    async def append_as_follower(self, partition: int, batches: list[bytes]) -> list[tuple[int, int]]:
+        return await self._log.append_as_follower(partition, batches)
+
+
+class GroupLoading(Protocol):
+    def load_partition(self, partition: int, leader_epoch: int) -> bool: ...
+    def unload_partition(self, partition: int, leader_epoch: int | None, reason: str) -> int: ...
+
+
+class CoordinatorRoles:
+    """Leading a `__consumer_offsets` partition is coordinating its groups (seed 004)."""
+
+    def __init__(self, runtime: GroupLoading) -> None:
+        self._runtime = runtime
+
+    def load_partition(self, partition: int, leader_epoch: int) -> bool:
+        return self._runtime.load_partition(partition, leader_epoch)
+
+    def unload_partition(self, partition: int, leader_epoch: int | None, reason: str) -> int:
+        return self._runtime.unload_partition(partition, leader_epoch, reason)
+
+    def high_watermark_moved(self, partition: int) -> None:
+        pass  # the coordinator's own appends wait in the Produce purgatory, which the manager checks
+
+
+class TopicReplicas:
+    """One topic of the topic store on this broker. The store keeps every partition of a topic the cluster
+    has (a broker that is not a replica of one keeps it empty), so group coordinators accept commits for any
+    topic the cluster knows."""
+
+    def __init__(self, store: TopicStore, topic: str, writer: GroupCommitWriter) -> None:
+        self._store = store
+        self._topic = topic
+        self._writer = writer
+
+    def _partition(self, partition: int) -> Partition:
+        part = self._store.partition(self._topic, partition)
+        if part is None:
+            raise KeyError(f"{self._topic}-{partition} is not in the topic store")
+        return part
+
+    def log(self, partition: int) -> PartitionLog:
+        return self._partition(partition).log
+
+    def directory(self, partition: int) -> Path:
+        return self._partition(partition).log.directory
+
+    async def truncate(self, partition: int, offset: int) -> None:
+        part = self._partition(partition)
+        await self._writer.truncate(part.target, offset)
+        part.rebuild_producer_state()
+
+    async def append_as_follower(self, partition: int, batches: list[bytes]) -> list[tuple[int, int]]:
+        part = self._partition(partition)
+        written: list[tuple[int, int]] = []
+        future: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
+
+        def write() -> tuple[int, int]:
+            base = part.log.next_offset
+            written.extend(part.write_as_follower(batches))
+            return base, part.log.next_offset - 1
+
+        def done(appended: Appended) -> None:
+            if not future.done():
+                future.set_result(appended)
+
+        self._writer.submit(part.target, write, done)
+        appended = await future
+        if appended.error is not None:
+            raise appended.error
+        return written
+
+
+class FetchWakeups:
+    """Leadership of a data topic's partition: consumer fetches parked in the "Fetch" purgatory answer
+    when its high watermark moves (new records are visible) or when this broker stops leading it."""
+
+    def __init__(self, topic: str, fetch_purgatory: DelayedOperationPurgatory[DelayedFetch]) -> None:
+        self._topic = topic
+        self._purgatory = fetch_purgatory
+
+    def load_partition(self, partition: int, leader_epoch: int) -> None:
+        self._purgatory.check_and_complete((self._topic, partition))
+
+    def unload_partition(self, partition: int, leader_epoch: int | None, reason: str) -> None:
+        self._purgatory.check_and_complete((self._topic, partition))
+
+    def high_watermark_moved(self, partition: int) -> None:
+        self._purgatory.check_and_complete((self._topic, partition))
