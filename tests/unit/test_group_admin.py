@@ -20,7 +20,7 @@ def delete(h: Harness, *group_ids: str | None) -> list:  # type: ignore[type-arg
 
 def test_describe_stable_group_shows_protocol_members_metadata_and_assignments() -> None:
     h = Harness()
-    a, b = h.form_group(2)
+    a, _b = h.form_group(2)
     [d] = describe(h, "g")
     assert (d.error, d.state, d.protocol_type, d.protocol_data) == (Errors.NONE, "Stable", "consumer", "range")
     members = {m.member_id: m for m in d.members}
