@@ -184,6 +184,7 @@ class Controller:
         self.epoch = 0
         self._epoch_version = -1
         self._live: set[int] = set()
+        self._broker_epochs: dict[int, int] = {}  # broker id -> czxid of its registration, as last reconciled
         self._shutting_down: set[int] = set()
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -273,6 +274,13 @@ class Controller:
             live = set(await self.zk.children(zl.BROKER_IDS))
             live_ids = {int(b) for b in live}
             self._live = live_ids
+            # KIP-380: a broker whose registration is newer than the one last seen has restarted, even if
+            # nobody saw it gone (its old session expired and it registered again between two watches). It
+            # is handled as a failure and a return: it leads nothing at its old epoch and leaves the ISRs.
+            epochs = await self.zk.broker_epochs()
+            bounced = {b for b, e in epochs.items() if self._broker_epochs.get(b, e) != e}
+            if bounced:
+                log.info("brokers_restarted", brokers=sorted(bounced))
             if await self.zk.get(zl.topic_path(self.topic)) is None:
                 await self._maybe_create_topic(live_ids)
             for topic in await self.zk.children(zl.BROKER_TOPICS):
@@ -282,7 +290,8 @@ class Controller:
                 assignment = zl.decode_assignment(assignment_raw[0])
                 await self._new_partitions_online(topic, assignment, live_ids)
                 for p, replicas in sorted(assignment.items()):
-                    await self._reconcile_partition(p, replicas, live_ids, topic)
+                    await self._reconcile_partition(p, replicas, live_ids, topic, bounced)
+            self._broker_epochs = epochs
 
     async def _new_partitions_online(self, topic: str, assignment: dict[int, list[int]], live: set[int]) -> None:
         """Kafka's NewPartition -> OnlinePartition: the first live replica leads, the live replicas are the
@@ -324,7 +333,8 @@ class Controller:
             log.info("offsets_topic_created", topic=self.topic, partitions=self.partitions,
                      replication_factor=self.replication_factor, brokers=sorted(live))
 
-    async def _reconcile_partition(self, p: int, replicas: list[int], live: set[int], topic: str) -> None:
+    async def _reconcile_partition(self, p: int, replicas: list[int], live: set[int], topic: str,
+                                   bounced: frozenset[int] | set[int] = frozenset()) -> None:
         for _attempt in range(5):
             got = await self.zk.partition_state(topic, p)
             if got is None:
@@ -335,7 +345,14 @@ class Controller:
             live = {int(b) for b in await self.zk.children(zl.BROKER_IDS)}
             new: zl.LeaderAndIsr | None = None
             kind = ""
-            if current.leader not in live or current.leader in self._shutting_down:
+            if current.leader in bounced and current.leader in live:
+                candidate, _ = election.offline_leader(current, replicas, live - self._shutting_down - bounced,
+                                                       False, self.epoch)
+                if candidate.leader == zl.NO_LEADER:
+                    # It was the only in-sync replica: it leads again, at a new epoch.
+                    candidate = zl.LeaderAndIsr(current.leader, current.leader_epoch + 1, current.isr, self.epoch)
+                new, kind = candidate, "restarted_leader"
+            elif current.leader not in live or current.leader in self._shutting_down:
                 candidate, unclean = election.offline_leader(current, replicas, live - self._shutting_down,
                                                              self.unclean, self.epoch)
                 if candidate.leader == zl.NO_LEADER and current.leader == zl.NO_LEADER:
@@ -343,7 +360,7 @@ class Controller:
                 new, kind = candidate, "unclean" if unclean else "offline"
             else:
                 for broker in current.isr:
-                    if broker not in live:
+                    if broker not in live or broker in bounced:
                         new = election.without_follower(new or current, broker, self.epoch) or new
                 kind = "isr_shrink"
             if new is None or new == current:

@@ -138,6 +138,21 @@ class ZkClient:
                 out[int(child)] = zl.BrokerRegistration.decode(int(child), got[0])
         return out
 
+    async def broker_epochs(self) -> dict[int, int]:
+        """Each registered broker's epoch: the czxid of its /brokers/ids/<id> znode (KIP-380), which changes
+        when a broker registers again, even under the same id and before anyone saw it gone."""
+        def run() -> dict[int, int]:
+            out = {}
+            for child in self._kz.get_children(zl.BROKER_IDS):
+                stat = self._kz.exists(zl.broker_path(int(child)))
+                if stat is not None:
+                    out[int(child)] = int(stat.czxid)
+            return out
+        try:
+            return await self._call(run)
+        except NoNodeError:
+            return {}
+
     async def partition_state(self, topic: str, partition: int) -> tuple[zl.LeaderAndIsr, int] | None:
         got = await self.get(zl.partition_state_path(topic, partition))
         if got is None:
