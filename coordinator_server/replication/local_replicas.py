@@ -8,13 +8,12 @@ its next fetch tells the leader it has it: the copy counts toward acks=all.
 """
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Protocol
 
 from coordinator_server.purgatory import DelayedOperationPurgatory
 from coordinator_server.storage.coordinator_log import CoordinatorLog
-from coordinator_server.storage.group_commit import Appended, GroupCommitWriter
+from coordinator_server.storage.group_commit import GroupCommitWriter
 from coordinator_server.storage.log import PartitionLog, partition_dir
 from coordinator_server.topics.delayed_fetch import DelayedFetch
 from coordinator_server.topics.partition import Partition
@@ -91,21 +90,13 @@ class TopicReplicas:
     async def append_as_follower(self, partition: int, batches: list[bytes]) -> list[tuple[int, int]]:
         part = self._partition(partition)
         written: list[tuple[int, int]] = []
-        future: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
 
         def write() -> tuple[int, int]:
             base = part.log.next_offset
             written.extend(part.write_as_follower(batches))
             return base, part.log.next_offset - 1
 
-        def done(appended: Appended) -> None:
-            if not future.done():
-                future.set_result(appended)
-
-        self._writer.submit(part.target, write, done)
-        appended = await future
-        if appended.error is not None:
-            raise appended.error
+        await self._writer.write_durably(part.target, write)
         return written
 
 

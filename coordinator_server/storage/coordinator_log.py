@@ -239,21 +239,13 @@ class CoordinatorLog:
         counts toward acks=all. Returns (leader epoch, base offset) per batch."""
         plog = self._log(partition)
         written: list[tuple[int, int]] = []
-        future: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
 
         def write() -> tuple[int, int]:
             base = plog.next_offset
             written.extend(plog.append_as_follower(batches))
             return base, plog.next_offset - 1
 
-        def done(appended: Appended) -> None:
-            if not future.done():
-                future.set_result(appended)
-
-        self._writer.submit(self._targets[partition], write, done)
-        appended = await future
-        if appended.error is not None:
-            raise appended.error
+        await self._writer.write_durably(self._targets[partition], write)
         return written
 
     async def truncate(self, partition: int, offset: int) -> int:

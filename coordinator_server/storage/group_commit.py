@@ -149,6 +149,21 @@ class GroupCommitWriter:
         self._start()
         return base, last
 
+    async def write_durably(self, target: Target, write: Callable[[], tuple[int, int]]) -> tuple[int, int]:
+        """`submit`, then wait until the batch is durable per the policy; its offsets. Raises StorageError
+        when the write or its fsync failed. (A follower's append: its copy counts toward acks=all.)"""
+        future: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
+
+        def done(appended: Appended) -> None:
+            if not future.done():  # else the caller was cancelled; the batch was written all the same
+                future.set_result(appended)
+
+        offsets = self.submit(target, write, done)
+        appended = await future
+        if appended.error is not None:
+            raise appended.error
+        return offsets
+
     async def flush(self, targets: Iterable[Target]) -> dict[Target, StorageError | None]:
         """fsync these partitions now (at once); each one's error, or None. A fenced partition is not
         fsynced again and reports its fence; a closed or failed log has nothing to fsync."""
