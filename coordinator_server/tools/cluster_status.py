@@ -5,7 +5,8 @@
               READ_UNCOMMITTED, replica id -1, the leader epoch Metadata showed) to each partition's
               leader for its high watermark.
 
-Under-replicated partitions (ISR smaller than the replicas) and offline ones (no leader) are marked. The
+Under-replicated partitions (ISR smaller than the replicas) and offline ones (no leader) are marked; every
+other topic of the cluster gets one summary line (partitions, under-replicated, offline). The
 answers come from two moments (Metadata first, then each leader), so a partition whose leadership moved in
 between shows the leader's refusal (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH) instead of a high
 watermark: run it again. Tables for people, `--json` for scripts; exit 0 when the report was made, 1 with
@@ -75,12 +76,21 @@ class OffsetsPartition:
 
 
 @dataclass(frozen=True)
+class TopicSummary:
+    name: str
+    partitions: int
+    under_replicated: list[int]
+    offline: list[int]
+
+
+@dataclass(frozen=True)
 class ClusterStatus:
     cluster_id: str | None
     controller_id: int
     brokers: list[Broker]
     offsets_topic_error: str | None  # e.g. LEADER_NOT_AVAILABLE before the controller created the topic
     partitions: list[OffsetsPartition]
+    topics: list[TopicSummary]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def fetch_status(bootstrap: str, timeout_ms: int) -> ClusterStatus:
-    request = MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)],
+    request = MetadataRequest[9](topics=None,  # every topic: __consumer_offsets in detail, the others summed up
                                  allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
                                  include_topic_authorized_operations=False)
     metadata = call_any(bootstrap, request, MetadataResponse, CLIENT_ID, timeout_ms)
@@ -137,7 +147,7 @@ def fetch_status(bootstrap: str, timeout_ms: int) -> ClusterStatus:
                                    *answers[p.partition])
                   for p in status.partitions]
     return ClusterStatus(status.cluster_id, status.controller_id, status.brokers, status.offsets_topic_error,
-                         partitions)
+                         partitions, status.topics)
 
 
 def status_from_metadata(metadata: Any) -> ClusterStatus:
@@ -160,7 +170,11 @@ def status_from_metadata(metadata: Any) -> ClusterStatus:
             error = f"leader {p.leader_id} is not a live broker"
         partitions.append(OffsetsPartition(p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes),
                                            list(p.isr_nodes), list(p.offline_replicas), None, error))
-    return ClusterStatus(metadata.cluster_id, metadata.controller_id, brokers, topic_error, partitions)
+    topics = [TopicSummary(t.name, len(t.partitions),
+                           sorted(p.partition_index for p in t.partitions if len(p.isr_nodes) < len(p.replica_nodes)),
+                           sorted(p.partition_index for p in t.partitions if p.leader_id < 0))
+              for t in sorted(metadata.topics, key=lambda t: t.name) if t.name != OFFSETS_TOPIC and not t.error_code]
+    return ClusterStatus(metadata.cluster_id, metadata.controller_id, brokers, topic_error, partitions, topics)
 
 
 def _high_watermarks(address: tuple[str, int], parts: list[OffsetsPartition],
@@ -204,6 +218,8 @@ def status_json(status: ClusterStatus) -> dict[str, Any]:
             "under_replicated_partitions": [p.partition for p in status.partitions if p.under_replicated],
             "offline_partitions": [p.partition for p in status.partitions if p.offline],
         },
+        "topics": [{"name": t.name, "partitions": t.partitions, "under_replicated_partitions": t.under_replicated,
+                    "offline_partitions": t.offline} for t in status.topics],
     }
 
 
@@ -229,6 +245,9 @@ def render(status: ClusterStatus) -> str:
         lines += ["\n", table(["PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "HIGH-WATERMARK", "STATUS"],
                               [[p.partition, None if p.offline else p.leader, p.leader_epoch, _ids(p.replicas), _ids(p.isr),
                                 p.high_watermark, _state(p)] for p in status.partitions])]
+    if status.topics:
+        lines += ["\n", table(["TOPIC", "PARTITIONS", "UNDER-REPLICATED", "OFFLINE"],
+                              [[t.name, t.partitions, len(t.under_replicated), len(t.offline)] for t in status.topics])]
     return "".join(lines)
 
 

@@ -85,6 +85,9 @@ def test_status_shows_brokers_controller_leaders_isr_and_high_watermarks(
         assert sorted(p["replicas"]) == [0, 1, 2] and p["leader"] in p["isr"] and p["offline_replicas"] == []
         assert not p["under_replicated"] and p["error"] is None
     assert len({p["leader"] for p in offsets["partitions"]}) == 3  # leadership is spread
+    # Every other topic is summed up: "t" (--topic t:4 on every node) is created once, for the cluster.
+    topics = wait_status(capsys, cluster, lambda s: bool(s["topics"]))["topics"]
+    assert topics == [{"name": "t", "partitions": 4, "under_replicated_partitions": [], "offline_partitions": []}]
 
     # Each acknowledged commit is one record below the leader's high watermark.
     before = offsets["partitions"][PARTITION]["high_watermark"]

@@ -189,6 +189,8 @@ def test_cluster_status_of_one_node(capsys: pytest.CaptureFixture[str], srv: Ser
     assert {(p["leader"], p["leader_epoch"], tuple(p["replicas"]), tuple(p["isr"]), p["high_watermark"], p["error"])
             for p in offsets["partitions"]} == {(0, 0, (0,), (0,), None, "UNKNOWN_TOPIC_OR_PARTITION")}
     assert [p["partition"] for p in offsets["partitions"]] == list(range(len(offsets["partitions"])))
+    assert {"name": TOPIC, "partitions": 3, "under_replicated_partitions": [], "offline_partitions": []} \
+        in status["topics"]
 
     code = cli_main(["cluster", "status", "--bootstrap-server", f"127.0.0.1:1,{srv.address}"])
     out, _ = capsys.readouterr()
