@@ -48,7 +48,7 @@ from protocol.broker_messages import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
 )
-from protocol.errors import Errors
+from protocol.errors import Errors, KafkaError
 
 log = structlog.get_logger("coordinator_server.cluster")
 
@@ -129,10 +129,30 @@ class ClusterNode:
                     self._events.put_nowait((topic.name, None))
             for spec in self.config.topics:
                 if spec.name not in known:
-                    with contextlib.suppress(Exception):  # another node created it first, or too few brokers
-                        await self.admin.create_topic(spec.name, spec.partitions, -1, False)
+                    await self._create_initial_topic(spec.name, spec.partitions)
+        except asyncio.CancelledError:
+            raise
         except Exception:
             log.exception("initial_topics_failed")
+
+    async def _create_initial_topic(self, name: str, partitions: int) -> None:
+        """A `--topic`: created by whichever node gets there first; while fewer brokers are registered than
+        its replication factor, tried again every second (nodes of a cluster start in any order)."""
+        waiting_logged = False
+        while True:
+            try:
+                await self.admin.create_topic(name, partitions, -1, False)
+                return
+            except KafkaError as e:
+                if e.code == Errors.TOPIC_ALREADY_EXISTS:
+                    return
+                if e.code != Errors.INVALID_REPLICATION_FACTOR:
+                    log.warning("initial_topic_failed", topic=name, error=e.code.name, reason=e.message)
+                    return
+                if not waiting_logged:
+                    log.info("initial_topic_waiting_for_brokers", topic=name, reason=e.message)
+                    waiting_logged = True
+            await asyncio.sleep(1.0)
 
     def _brokers_changed(self) -> None:
         for manager in list(self.managers.values()):

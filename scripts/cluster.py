@@ -45,7 +45,8 @@ def up(args: argparse.Namespace) -> int:
         cmd = [sys.executable, "-m", "coordinator_server", "--node-id", str(i), "--host", "127.0.0.1",
                "--port", str(port), "--data-dir", str(root / f"node-{i}"), "--zookeeper-connect", connect,
                "--offsets-replication-factor", str(min(3, args.nodes)),
-               "--min-insync-replicas", str(min(2, args.nodes)), "--log-format", "json"]
+               "--min-insync-replicas", str(min(2, args.nodes)),
+               "--default-replication-factor", str(min(3, args.nodes)), "--log-format", "json"]
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
