@@ -258,9 +258,11 @@ class ReplicaFetcher:
             f.retry_at = asyncio.get_running_loop().time() + BACKOFF_S
             return False
         if error == Errors.OFFSET_OUT_OF_RANGE:
-            # Our end is past the leader's (an unclean election) or behind its start: truncate again.
+            # Our end is past the leader's (an unclean election): truncate again. (Behind the leader's log
+            # start, which retention moved, truncating does not help: the backoff keeps that from spinning.)
             log.warning("replica_offset_out_of_range", partition=f.partition, leader=self.leader_id)
             f.truncated = False
+            f.retry_at = asyncio.get_running_loop().time() + BACKOFF_S
             return False
         log.warning("replica_fetch_partition_error", partition=f.partition, leader=self.leader_id, error=error.name)
         return False

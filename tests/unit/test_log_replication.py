@@ -67,3 +67,26 @@ def test_truncate_to_the_end_or_past_it_changes_nothing(tmp_path: Path) -> None:
     plog.truncate_to(5)
     plog.truncate_to(1)
     assert plog.next_offset == 1
+
+
+def test_a_read_bounded_by_the_high_watermark_stops_before_it(tmp_path: Path) -> None:
+    plog = PartitionLog.open(tmp_path, 0)
+    plog.append([(b"a", b"1")], 1)  # offset 0
+    plog.append([(b"b", b"2"), (b"c", b"3")], 1)  # offsets 1-2
+    plog.append([(b"d", b"4")], 1)  # offset 3
+    everything = plog.read_batches(0, 1 << 20)
+
+    def bases(raw: bytes) -> list[int]:
+        out, pos = [], 0
+        while pos < len(raw):
+            info = BatchInfo.parse(raw[pos:])
+            out.append(info.base_offset)
+            pos += info.size
+        return out
+
+    assert bases(everything) == [0, 1, 3]
+    assert bases(plog.read_batches(0, 1 << 20, max_offset=3)) == [0, 1]  # a consumer sees below the HW only
+    assert bases(plog.read_batches(1, 1 << 20, max_offset=3)) == [1]
+    assert plog.read_batches(3, 1 << 20, max_offset=3) == b""  # at the HW: nothing, even with min_one
+    assert plog.read_batches(0, 1, min_one=True, max_offset=0) == b""
+    assert bases(plog.read_batches(0, 1, min_one=True, max_offset=3)) == [0]  # KIP-74 still holds below it
