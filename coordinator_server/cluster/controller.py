@@ -191,6 +191,7 @@ class Controller:
         self._missing_logged: int | None = None
         self._closed = False
         self._watched_topics: set[str] = set()
+        self._reconcile_queued = False
 
     async def start(self) -> None:
         self.zk.watch_data(zl.CONTROLLER, self._controller_changed)
@@ -247,8 +248,7 @@ class Controller:
         gone = self._live - live
         self._live = live
         self._shutting_down -= gone  # a broker that finished its controlled shutdown
-        if self.active:
-            self._spawn(self._reconcile())
+        self._spawn_reconcile()
 
     def _topics_changed(self, children: list[str]) -> None:
         for name in children:
@@ -258,7 +258,10 @@ class Controller:
         self._spawn_reconcile()
 
     def _spawn_reconcile(self) -> None:
-        if self.active:
+        # One queued reconciliation covers every change made before it starts (it reads everything afresh
+        # under the lock): a burst of watches (each topic's fires once when set) costs one pass, not one each.
+        if self.active and not self._reconcile_queued:
+            self._reconcile_queued = True
             self._spawn(self._reconcile())
 
     def _deletions_requested(self, children: list[str]) -> None:
@@ -269,6 +272,7 @@ class Controller:
         """Bring every partition state in line with the live brokers: create `__consumer_offsets` when it
         can, bring new partitions (of a new or grown topic) online, elect and shrink where brokers went."""
         async with self._lock:
+            self._reconcile_queued = False
             if not self.active:
                 return
             live = set(await self.zk.children(zl.BROKER_IDS))
