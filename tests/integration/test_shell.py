@@ -422,6 +422,38 @@ def test_pipelined_requests_answered_in_order(server: ServerProcess) -> None:
             assert resp.header.correlation_id == 100 + i
 
 
+def test_a_parked_join_holds_the_pipelined_requests_behind_it(server_factory: Any) -> None:
+    """One request in flight per connection: a JoinGroup that parks (the group's initial rebalance delay)
+    is answered first, and the four requests sent right behind it, which the server could answer at once,
+    come after it, in order."""
+    import time
+
+    srv = server_factory(initial_rebalance_delay_ms=600)
+    with connect(srv) as sock:
+        reqs: list[tuple[ApiMessage, Any]] = [
+            (join_request(3, "pipelined-join"), JoinGroupResponse),  # v3: no MEMBER_ID_REQUIRED round trip
+            (ApiVersionsRequest[2](), ApiVersionsResponse),
+            (MetadataRequest[12](topics=None), MetadataResponse),
+            (HeartbeatRequest[4](group_id="no-such-group", generation_id=1, member_id="m",
+                                 group_instance_id=None), HeartbeatResponse),
+            (FindCoordinatorRequest[6](key_type=0, coordinator_keys=["g"]), FindCoordinatorResponse),
+        ]
+        blob = b""
+        for i, (req, _) in enumerate(reqs):
+            req.with_header(correlation_id=200 + i, client_id="pipe")
+            blob += req.encode(header=True, framed=True)
+        sent = time.monotonic()
+        sock.sendall(blob)
+        for i, (req, resp_cls) in enumerate(reqs):
+            payload = recv_frame(sock)
+            assert payload is not None
+            resp = resp_cls.decode(payload, version=req.API_VERSION, header=True)
+            assert resp.header.correlation_id == 200 + i
+            if i == 0:
+                assert resp.error_code == 0 and resp.leader == resp.member_id  # it parked, then led the group
+                assert time.monotonic() - sent >= 0.5  # it waited out the delay; nothing overtook it
+
+
 # ------------------------------------------------------------------- group APIs through the runtime
 
 
