@@ -133,7 +133,7 @@ API_TABLE: dict[int, ApiSpec] = _table(
     # Produce stops before v13, where it does too.
     ApiSpec(ApiKey.Produce, ProduceRequest, ProduceResponse, 0, 9),
     ApiSpec(ApiKey.Fetch, FetchRequest, FetchResponse, 0, 13),
-    ApiSpec(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 1, 7),
+    ApiSpec(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 0, 7),
     ApiSpec(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     ApiSpec(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
     ApiSpec(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 2, 7),

@@ -29,6 +29,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
+from coordinator_server.net.offsets_topic import OffsetsTopic, produce_refusal
 from coordinator_server.purgatory import DelayedOperationPurgatory, Timer
 from coordinator_server.security.authorizer import Access
 from coordinator_server.storage.errors import StorageError
@@ -36,7 +37,7 @@ from coordinator_server.storage.group_commit import Appended, GroupCommitWriter
 from coordinator_server.topics.delayed_fetch import DelayedFetch
 from coordinator_server.topics.leadership import Leadership, SoleLeader
 from coordinator_server.topics.partition import AppendResult, Partition
-from coordinator_server.topics.registry import Topic
+from coordinator_server.topics.registry import OFFSETS_TOPIC, Topic
 from coordinator_server.topics.store import TopicStore
 from protocol.errors import Errors, KafkaError
 from protocol.message_format import MessageFormatError, down_convert, fetch_magic, up_convert
@@ -98,6 +99,18 @@ class DataHandlers:
             "Fetch", runtime.timer)
         self.leadership: Leadership = SoleLeader()
         self.admin: ClusterTopicAdmin | None = None  # set when this node joins a cluster
+        self.offsets_topic: OffsetsTopic | None = None  # `__consumer_offsets` read as a topic (offsets_topic.py)
+
+    def _partition(self, topic: str, index: int) -> Partition | None:
+        """A partition a consumer may read: the topic store's, or a view of the coordinator's log."""
+        if topic == OFFSETS_TOPIC:
+            return self.offsets_topic.partition(index) if self.offsets_topic is not None else None
+        return self.store.partition(topic, index)
+
+    def on_offsets_append(self, partition: int) -> None:
+        """The coordinator appended to `__consumer_offsets-partition`: long polls on it may complete."""
+        self.fetch_purgatory.check_and_complete((OFFSETS_TOPIC, partition))
+        self.runtime.rearm_timer()
 
     # ----------------------------------------------------------------------------------- Produce
 
@@ -113,6 +126,8 @@ class DataHandlers:
                 part = self.store.partition(t.name, pd.index)
                 if not writable:
                     out.append((pd.index, Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, None))
+                elif (refusal := produce_refusal(t.name)) is not None:
+                    out.append((pd.index, refusal[0], -1, -1, refusal[1]))
                 elif acks not in (0, 1, -1):
                     out.append((pd.index, Errors.INVALID_REQUIRED_ACKS, -1, -1, None))
                 elif part is None:
@@ -233,7 +248,7 @@ class DataHandlers:
         def available() -> int | None:
             total = 0
             for t in targets:
-                part = self.store.partition(t.topic, t.index) if t.topic is not None else None
+                part = self._partition(t.topic, t.index) if t.topic is not None else None
                 if part is None or t.offset < part.log_start_offset:
                     return None  # deleted or truncated meanwhile: answer now, with the error
                 error, hw, _epoch = self.leadership.read_view(part, t.current_leader_epoch)
@@ -260,7 +275,7 @@ class DataHandlers:
         errors = False
         by_topic: dict[tuple[str | None, uuid.UUID | None], list[object]] = {}
         for t in targets:
-            part = self.store.partition(t.topic, t.index) if t.topic is not None and t.topic not in denied else None
+            part = self._partition(t.topic, t.index) if t.topic is not None and t.topic not in denied else None
             error, records, hw = Errors.NONE, b"", -1
             if t.topic is None:
                 error = Errors.UNKNOWN_TOPIC_ID
@@ -309,7 +324,8 @@ class DataHandlers:
                     self._list_offset(t.name, p.partition_index, p.timestamp, current, req.replica_id)
                     if describable else (Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1))
                 parts.append(_LPart(partition_index=p.partition_index, error_code=int(error), timestamp=timestamp,
-                                    offset=offset, leader_epoch=epoch))
+                                    offset=offset, leader_epoch=epoch,
+                                    old_style_offsets=_old_style_offsets(version, p, error, offset)))
             topics.append(_LTopic(name=t.name, partitions=parts))
         return ListOffsetsResponse[version](throttle_time_ms=0, topics=topics)
 
@@ -318,7 +334,7 @@ class DataHandlers:
         """(error, offset, timestamp, leader epoch). A consumer's LATEST is the high watermark (no
         transactions here, so the last stable offset is the same); a broker or tool (replica id >= 0 or
         -2) gets the log end, as Kafka's Partition.fetchOffsetForTimestamp answers."""
-        part = self.store.partition(topic, index)
+        part = self._partition(topic, index)
         if part is None:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
         error, hw, epoch = self.leadership.read_view(part, current_leader_epoch)
@@ -341,7 +357,7 @@ class DataHandlers:
             parts = []
             describable = access.topic("DESCRIBE", t.topic)
             for p in t.partitions:
-                part = self.store.partition(t.topic, p.partition)
+                part = self._partition(t.topic, p.partition)
                 if not describable:
                     parts.append(_EPart(error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED), partition=p.partition,
                                         leader_epoch=-1, end_offset=-1))
@@ -493,6 +509,14 @@ class DataHandlers:
             results.append(CreatePartitionsResponse.CreatePartitionsTopicResult(
                 name=t.name, error_code=int(error), error_message=message))
         return CreatePartitionsResponse[version](throttle_time_ms=0, results=results)
+
+
+def _old_style_offsets(version: int, p: ApiMessage, error: Errors, offset: int) -> list[int]:
+    """ListOffsets v0 answers a list of up to max_num_offsets offsets (Kafka's legacy fetchOffsetsBefore; Burrow
+    1.2's cluster module still asks v0): here the one offset v1+ would answer, never a list of segment bases."""
+    if version > 0 or error != Errors.NONE or offset < 0 or p.max_num_offsets < 1:
+        return []
+    return [offset]
 
 
 def _produced_records(records: bytes | None, version: int) -> bytes | MessageFormatError | None:
