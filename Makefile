@@ -70,11 +70,11 @@ cluster: $(STAMP) cluster-deps
 cluster-down:
 	$(PY) scripts/cluster.py down $(CLUSTER_ARGS)
 
-test-interop: $(TEST_STAMP) interop-deps
+test-interop: $(TEST_STAMP) interop-deps cluster-deps
 	$(PY) -m pytest tests/interop -n 2 $(PYTEST_ARGS)
 
 # Runs the interop suite and regenerates docs/compatibility.md from its results (even when cells fail).
-compat-matrix: $(TEST_STAMP) interop-deps
+compat-matrix: $(TEST_STAMP) interop-deps cluster-deps
 	mkdir -p build
 	-$(PY) -m pytest tests/interop -n 2 --junitxml=build/interop-junit.xml $(PYTEST_ARGS)
 	$(PY) scripts/compat_matrix.py build/interop-junit.xml docs/compatibility.md

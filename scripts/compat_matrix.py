@@ -42,6 +42,16 @@ SCENARIOS = {
                          "session timeout: it gets its partitions back, no other member revokes anything and "
                          "the server completes no rebalance",
 }
+TOOLS = {
+    "test_burrow_reports_each_groups_lag_and_status": (
+        "Burrow", "four groups committing against a producer, each judged over its last 3 commits: one keeping up "
+        "(OK, lag 0), one moving but falling behind (WARN), one committing the same offset (ERR: STALL), one that "
+        "stopped committing with lag (ERR: STOP); each partition's current lag and the group's total equal the "
+        "log end minus the last commit"),
+    "test_kcat_lists_and_reads_consumer_offsets": (
+        "kcat", "`kcat -L` lists `__consumer_offsets` (50 partitions) and the topics; `kcat -C -t "
+        "__consumer_offsets` prints the coordinator's records, which decode to the group's commits"),
+}
 NAME = re.compile(r"^test_interop\[(?P<client>[^:\]]+):(?P<scenario>[^\]]+)\]$")
 MIXED = re.compile(r"^test_mixed_group\[mixed:(?P<group>[^\]]+)\]$")
 
@@ -73,6 +83,7 @@ def main() -> int:
     cells: dict[tuple[str, str], tuple[str, str]] = {}
     mixed: dict[str, tuple[str, str, str]] = {}
     versions: dict[str, str] = {}
+    tools: dict[str, tuple[str, str]] = {}
     wall = max((float(s.get("time", 0)) for s in suites), default=0.0)
     stamp = next((s.get("timestamp") for s in suites if s.get("timestamp")), None)
     for case in root.iter("testcase"):
@@ -81,6 +92,8 @@ def main() -> int:
             if name.startswith("version:"):
                 versions[name.removeprefix("version:")] = prop.get("value") or ""
         name = case.get("name") or ""
+        if name in TOOLS:
+            tools[name] = outcome(case)
         if m := NAME.match(name):
             cells[m["client"], m["scenario"]] = outcome(case)
         elif m := MIXED.match(name):
@@ -152,6 +165,13 @@ def main() -> int:
     for group, (members, result, detail) in sorted(mixed.items()):
         names = ", ".join(DISPLAY.get(c, c) for c in members.split("+"))
         lines.append(f"| `{group}` | {names} | {render(result, detail)} |")
+    lines += ["", "## Tools", "",
+              "The tools operators point at a broker, reading `__consumer_offsets` as a topic "
+              "(`tests/interop/test_tools.py`): Burrow 1.2.1 (Debian's, on Debian's ZooKeeper) and kcat.", "",
+              "| Tool | Checked | Result |", "|---|---|---|"]
+    for test, (tool, checked) in TOOLS.items():
+        result, detail = tools.get(test, ("not run", ""))
+        lines.append(f"| {tool} | {checked} | {render(result, detail)} |")
     lines += ["", "## Scenarios", ""]
     lines += [f"* **`{s}`**: {d}." for s, d in SCENARIOS.items()]
     lines += ["", "Client settings: heartbeat interval 300 ms; session timeout 6 s unless said above; "
