@@ -7,28 +7,16 @@
 import { readFileSync } from 'node:fs'
 import { inspect } from 'node:util'
 import { Consumer, Producer } from '@platformatic/kafka'
+import common from './driver_common.js'
 
 // The package's exports map hides its package.json: read it from node_modules.
 const version = JSON.parse(readFileSync(new URL('./node_modules/@platformatic/kafka/package.json', import.meta.url))).version
 
-function parseArgs (argv) {
-  const args = {
-    group: 'interop', role: 'consumer', assignor: 'roundrobin', sessionTimeoutMs: 6000,
-    heartbeatIntervalMs: 300, rebalanceTimeoutMs: 10000, count: 100, clientId: 'platformatic'
-  }
-  for (let i = 2; i < argv.length; i += 2) {
-    const key = argv[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase())
-    const value = argv[i + 1]
-    args[key] = /^\d+$/.test(value) ? Number(value) : value
-  }
-  return args
-}
-
-function emit (ev, fields = {}) {
-  process.stdout.write(JSON.stringify({ t: Date.now() / 1000, ev, ...fields }) + '\n')
-}
-
-const args = parseArgs(process.argv)
+const { parseArgs, emit } = common
+const args = parseArgs(process.argv, {
+  group: 'interop', role: 'consumer', assignor: 'roundrobin', sessionTimeoutMs: 6000,
+  heartbeatIntervalMs: 300, rebalanceTimeoutMs: 10000, count: 100, clientId: 'platformatic'
+})
 const base = { clientId: args.clientId, bootstrapBrokers: [args.bootstrap], retries: 30, retryDelay: 200, metadataMaxAge: 5000 }
 
 async function produce () {
