@@ -39,13 +39,18 @@ test-unit: $(TEST_STAMP)
 test-integration: $(TEST_STAMP)
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
-# The interop suite's clients beyond the Python ones in the test extra: kcat (Debian) and kafkajs (npm,
-# pinned by tests/interop/node/package-lock.json). Idempotent and quiet once installed.
+# The interop suite's clients beyond the Python ones in the test extra: kcat (Debian), kafkajs and
+# @platformatic/kafka (npm, pinned by tests/interop/node/package-lock.json), Sarama and kafka-go (Debian's Go
+# and its packaged sources, built offline in GOPATH mode into build/interop-go by tests/interop/go_build.py),
+# and Burrow (Debian) for the lag-monitor test. Idempotent and quiet once installed.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || ! command -v sudo >/dev/null || echo sudo)
 NODE_DIR := tests/interop/node
+INTEROP_DEBS := kcat golang-go golang-github-shopify-sarama-dev golang-github-segmentio-kafka-go-dev burrow
 
-interop-deps: $(NODE_DIR)/node_modules/.package-lock.json
-	@command -v kcat >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null)
+interop-deps: $(NODE_DIR)/node_modules/.package-lock.json $(TEST_STAMP)
+	@dpkg-query -W -f='$${Status}\n' $(INTEROP_DEBS) 2>/dev/null | grep -c '^install ok installed' | grep -qx $(words $(INTEROP_DEBS)) \
+		|| ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(INTEROP_DEBS) >/dev/null)
+	@$(PY) -m tests.interop.go_build >/dev/null
 
 $(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
@@ -65,11 +70,11 @@ cluster: $(STAMP) cluster-deps
 cluster-down:
 	$(PY) scripts/cluster.py down $(CLUSTER_ARGS)
 
-test-interop: $(TEST_STAMP) interop-deps
+test-interop: $(TEST_STAMP) interop-deps cluster-deps
 	$(PY) -m pytest tests/interop -n 2 $(PYTEST_ARGS)
 
 # Runs the interop suite and regenerates docs/compatibility.md from its results (even when cells fail).
-compat-matrix: $(TEST_STAMP) interop-deps
+compat-matrix: $(TEST_STAMP) interop-deps cluster-deps
 	mkdir -p build
 	-$(PY) -m pytest tests/interop -n 2 --junitxml=build/interop-junit.xml $(PYTEST_ARGS)
 	$(PY) scripts/compat_matrix.py build/interop-junit.xml docs/compatibility.md

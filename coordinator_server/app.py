@@ -17,6 +17,7 @@ from coordinator_server.metrics import CoordinatorCollector, MetricsEndpoint
 from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
 from coordinator_server.net.listener import ListenerContext
+from coordinator_server.net.offsets_topic import OffsetsTopic
 from coordinator_server.net.replica_handlers import ReplicaHandlers
 from coordinator_server.net.server import ConnectionLimits, CoordinatorServer
 from coordinator_server.security.listeners import ListenerSpec
@@ -75,6 +76,8 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         first = security.listeners[0]
         endpoint = BrokerEndpoint(node_id=config.node_id, host=_advertised_host(config, first), port=first.port)
         data = DataHandlers(store, writer, runtime, config.node_id)
+        data.offsets_topic = OffsetsTopic(runtime.log.partition_log, runtime.log.partitions)
+        runtime.log.append_listener = data.on_offsets_append
         if config.metrics_port is not None:
             metrics_endpoint = _start_metrics(config, runtime, store, data)
         handlers = RequestHandlers(runtime, store, endpoint, config.cluster_id, data, config.auto_create_topics)

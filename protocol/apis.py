@@ -118,19 +118,22 @@ API_TABLE: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.LeaveGroup, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
     ApiSpec(ApiKey.SyncGroup, SyncGroupRequest, SyncGroupResponse, 0, 5),
     ApiSpec(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 4),
-    # Committed offsets (OffsetCommit v10 and OffsetFetch v10 name topics by id: not served).
-    ApiSpec(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 2, 9),
+    # Committed offsets (OffsetCommit v10 and OffsetFetch v10 name topics by id: not served). OffsetCommit
+    # v1 (Sarama's default) is Kafka-stored like v2+; v0 was ZooKeeper-stored in Kafka, so it is not served.
+    ApiSpec(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 1, 9),
     ApiSpec(ApiKey.OffsetFetch, OffsetFetchRequest, OffsetFetchResponse, 1, 9),
     ApiSpec(ApiKey.OffsetDelete, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
     # Group administration (DescribeGroups v6 is 4.x-only: GROUP_ID_NOT_FOUND; the core supports it).
     ApiSpec(ApiKey.DescribeGroups, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
     ApiSpec(ApiKey.ListGroups, ListGroupsRequest, ListGroupsResponse, 0, 5),
     ApiSpec(ApiKey.DeleteGroups, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
-    # The data plane (coordinator_server.topics): the v2 record-batch era only. Produce and Fetch stop
-    # before v13, where topics are named by id.
-    ApiSpec(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 9),
-    ApiSpec(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 12),
-    ApiSpec(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 1, 7),
+    # The data plane (coordinator_server.topics), stored as v2 record batches. Produce v0-2 and Fetch v0-3
+    # carry the old message formats, converted as Kafka 3.x does (protocol/message_format.py; kafka-go 0.2.1
+    # speaks nothing newer). Fetch v13 names topics by id (KIP-516; clients written for Kafka 3.1+ need it);
+    # Produce stops before v13, where it does too.
+    ApiSpec(ApiKey.Produce, ProduceRequest, ProduceResponse, 0, 9),
+    ApiSpec(ApiKey.Fetch, FetchRequest, FetchResponse, 0, 13),
+    ApiSpec(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 0, 7),
     ApiSpec(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     ApiSpec(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
     ApiSpec(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 2, 7),

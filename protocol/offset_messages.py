@@ -1,4 +1,4 @@
-"""OffsetCommit (2-9), OffsetFetch (1-9) and OffsetDelete (0): decoded requests to core inputs and core
+"""OffsetCommit (1-9), OffsetFetch (1-9) and OffsetDelete (0): decoded requests to core inputs and core
 results to responses of the request's version (kafka-semantics.md §2.6, §2.7, §2.11). No I/O.
 
 Kafka's API layer answers partitions of unknown topics itself (UNKNOWN_TOPIC_OR_PARTITION) and sends
@@ -54,8 +54,9 @@ def offset_commit_input(req: Any, version: int, known: PartitionExists) -> tuple
                 unknown.append(PartitionResult(topic.name, p.partition_index, Errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             epoch = p.committed_leader_epoch if version >= 6 else -1
+            timestamp = p.commit_timestamp if version == 1 else -1
             partitions.append(CommitPartition(topic.name, p.partition_index, p.committed_offset, epoch,
-                                              p.committed_metadata))
+                                              p.committed_metadata, timestamp))
     inp = OffsetCommitInput(
         group_id=req.group_id,
         generation_id=req.generation_id_or_member_epoch,

@@ -19,16 +19,21 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs"]
+CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs", "sarama", "kafka-go",
+           "platformatic-kafka"]
+# How each client is named in the matrix (its package name where the test id cannot hold it).
+DISPLAY = {"sarama": "Sarama", "platformatic-kafka": "@platformatic/kafka"}
 SCENARIOS = {
     "join-range": "1 → 3 → 5 members with the range assignor: after each step every partition has exactly one "
                   "owner (and never two at once); the server selected `range`",
-    "join-roundrobin": "the same with the round-robin assignor (kafkajs: its `RoundRobinAssigner`)",
+    "join-roundrobin": "the same with the round-robin assignor (kafkajs: its `RoundRobinAssigner`; "
+                       "@platformatic/kafka: its `roundRobinAssigner`; kafka-go: its `RoundRobinGroupBalancer`)",
     "join-cooperative-sticky": "the same with `cooperative-sticky` (KIP-429): a member never revokes a partition "
                                "it keeps; the first member revokes exactly the 8 partitions that move",
     "leave": "one of 3 members closes (LeaveGroup; session timeout 30 s): the other two own everything",
     "crash": "one of 3 members is kill -9ed: its session (3 s) times out, the other two own everything",
-    "slow-member": "a member stops polling mid-rebalance (sleeps in its revoke callback; kcat and kafkajs: "
+    "slow-member": "a member stops polling mid-rebalance (sleeps in its revoke callback, Sarama in its session's "
+                   "`Cleanup`; kcat, kafkajs, kafka-go and @platformatic/kafka, which have no such callback: "
                    "SIGSTOP): it is dropped after the rebalance timeout (3 s) while the others own everything",
     "server-restart": "2 members consume and commit 200 records; the server is kill -9ed and restarted (same "
                       "port and data); 100 more records: the group re-forms, nothing below the committed "
@@ -37,8 +42,18 @@ SCENARIOS = {
                          "session timeout: it gets its partitions back, no other member revokes anything and "
                          "the server completes no rebalance",
 }
+TOOLS = {
+    "test_burrow_reports_each_groups_lag_and_status": (
+        "Burrow", "four groups committing against a producer, each judged over its last 3 commits: one keeping up "
+        "(OK, lag 0), one moving but falling behind (WARN), one committing the same offset (ERR: STALL), one that "
+        "stopped committing with lag (ERR: STOP); each partition's current lag and the group's total equal the "
+        "log end minus the last commit"),
+    "test_kcat_lists_and_reads_consumer_offsets": (
+        "kcat", "`kcat -L` lists `__consumer_offsets` (50 partitions) and the topics; `kcat -C -t "
+        "__consumer_offsets` prints the coordinator's records, which decode to the group's commits"),
+}
 NAME = re.compile(r"^test_interop\[(?P<client>[^:\]]+):(?P<scenario>[^\]]+)\]$")
-MIXED = re.compile(r"^test_mixed_group\[mixed:(?P<assignor>[^\]]+)\]$")
+MIXED = re.compile(r"^test_mixed_group\[mixed:(?P<group>[^\]]+)\]$")
 
 
 def outcome(case: ET.Element) -> tuple[str, str]:
@@ -68,6 +83,7 @@ def main() -> int:
     cells: dict[tuple[str, str], tuple[str, str]] = {}
     mixed: dict[str, tuple[str, str, str]] = {}
     versions: dict[str, str] = {}
+    tools: dict[str, tuple[str, str]] = {}
     wall = max((float(s.get("time", 0)) for s in suites), default=0.0)
     stamp = next((s.get("timestamp") for s in suites if s.get("timestamp")), None)
     for case in root.iter("testcase"):
@@ -76,11 +92,13 @@ def main() -> int:
             if name.startswith("version:"):
                 versions[name.removeprefix("version:")] = prop.get("value") or ""
         name = case.get("name") or ""
+        if name in TOOLS:
+            tools[name] = outcome(case)
         if m := NAME.match(name):
             cells[m["client"], m["scenario"]] = outcome(case)
         elif m := MIXED.match(name):
             members = next((p.get("value") for p in case.iter("property") if p.get("name") == "client"), "")
-            mixed[m["assignor"]] = (members or "", *outcome(case))
+            mixed[m["group"]] = (members or "", *outcome(case))
     if not cells:
         print(f"no interop cells in {a.junit}", file=sys.stderr)
         return 1
@@ -114,10 +132,12 @@ def main() -> int:
         + f", {wall:.0f} s wall time with `-n 2`. Do not edit by hand.",
         "",
         "Each cell runs real client code, one member per process (`tests/interop/drivers/`, "
-        "`tests/interop/node/`), against the real server started with `--initial-rebalance-delay-ms 0`; "
-        "topic `t` has 10 partitions. Consumers use the classic group protocol (`group.protocol=classic` for "
-        "librdkafka), commit after processing (kcat: librdkafka's auto-commit every 200 ms; kafkajs: "
-        "`autoCommit` after each batch) and report every rebalance callback.",
+        "`tests/interop/node/`, `tests/interop/go/`), against the real server started with "
+        "`--initial-rebalance-delay-ms 300`; topic `t` has 10 partitions. Consumers use the classic group "
+        "protocol (`group.protocol=classic` for librdkafka), commit after processing (kcat: librdkafka's "
+        "auto-commit every 200 ms; kafkajs: `autoCommit` after each batch; Sarama: its offset manager every "
+        "200 ms; kafka-go and @platformatic/kafka: each message) and report every rebalance callback (kafka-go "
+        "has none: its reader's log lines say when it drops and takes partitions).",
         "",
         "## Clients by scenario",
         "",
@@ -125,7 +145,7 @@ def main() -> int:
         "|---|" + "---|" * len(SCENARIOS),
     ]
     for client in CLIENTS:
-        row = [f"**{client}** {versions.get(client, '')}".strip()]
+        row = [f"**{DISPLAY.get(client, client)}** {versions.get(client, '')}".strip()]
         for scenario in SCENARIOS:
             row.append(render(*cells[client, scenario]) if (client, scenario) in cells else "not run")
         lines.append("| " + " | ".join(row) + " |")
@@ -133,12 +153,25 @@ def main() -> int:
     lines += [f"{i}. {n}" for i, n in enumerate(notes, 1)]
     lines += ["", "## Mixed groups", "",
               "Members of different libraries in one group with a common assignor: they split the topic, "
-              "then one leaves (LeaveGroup) and one is kill -9ed, and the rest split it again. kafkajs joins "
-              "the round-robin group with its `RoundRobinAssigner` registered under the name `roundrobin` "
-              "(its own name, `RoundRobinAssigner`, is not one the other clients know).", "",
-              "| Assignor | Members | Result |", "|---|---|---|"]
-    for assignor, (members, result, detail) in sorted(mixed.items()):
-        lines.append(f"| `{assignor}` | {members.replace('+', ', ')} | {render(result, detail)} |")
+              "then the last one leaves (LeaveGroup) and the second is kill -9ed, and the rest split it again. "
+              "kafkajs joins the round-robin groups with its `RoundRobinAssigner` registered under the name "
+              "`roundrobin` (its own name, `RoundRobinAssigner`, is not one the other clients know). "
+              "kafka-go 0.2.1 labels its subscription version 1 but writes the version-0 layout (no "
+              "`OwnedPartitions`, KIP-429), which librdkafka, kafka-python and aiokafka leaders cannot parse "
+              "(they assign it nothing): it has its own mixed group with the clients that read only the "
+              "version-0 fields. @platformatic/kafka declares the version-0 layout it writes (its default "
+              "says 1, with the same effect).", "",
+              "| Group | Members | Result |", "|---|---|---|"]
+    for group, (members, result, detail) in sorted(mixed.items()):
+        names = ", ".join(DISPLAY.get(c, c) for c in members.split("+"))
+        lines.append(f"| `{group}` | {names} | {render(result, detail)} |")
+    lines += ["", "## Tools", "",
+              "The tools operators point at a broker, reading `__consumer_offsets` as a topic "
+              "(`tests/interop/test_tools.py`): Burrow 1.2.1 (Debian's, on Debian's ZooKeeper) and kcat.", "",
+              "| Tool | Checked | Result |", "|---|---|---|"]
+    for test, (tool, checked) in TOOLS.items():
+        result, detail = tools.get(test, ("not run", ""))
+        lines.append(f"| {tool} | {checked} | {render(result, detail)} |")
     lines += ["", "## Scenarios", ""]
     lines += [f"* **`{s}`**: {d}." for s, d in SCENARIOS.items()]
     lines += ["", "Client settings: heartbeat interval 300 ms; session timeout 6 s unless said above; "

@@ -149,6 +149,8 @@ class CommitPartition:
     offset: int
     leader_epoch: int  # -1 = none
     metadata: str | None
+    # OffsetCommit v1 alone carries a commit timestamp per partition; -1 (every later version) means "now".
+    commit_timestamp_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,7 +141,8 @@ class OffsetManager:
             if len(metadata) > self.offset_metadata_max_bytes:
                 results[(p.topic, p.partition)] = Errors.OFFSET_METADATA_TOO_LARGE
                 continue
-            to_write.append((p, OffsetCommitValue(p.offset, p.leader_epoch, metadata, wall_ms, expire_ms)))
+            committed_ms = p.commit_timestamp_ms if p.commit_timestamp_ms != -1 else wall_ms
+            to_write.append((p, OffsetCommitValue(p.offset, p.leader_epoch, metadata, committed_ms, expire_ms)))
 
         def answer() -> None:
             respond(OffsetCommitResult([

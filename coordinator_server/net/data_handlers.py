@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import shutil
+import uuid
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,6 +29,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
+from coordinator_server.net.offsets_topic import OffsetsTopic, produce_refusal
 from coordinator_server.purgatory import DelayedOperationPurgatory, Timer
 from coordinator_server.security.authorizer import Access
 from coordinator_server.storage.errors import StorageError
@@ -35,9 +37,10 @@ from coordinator_server.storage.group_commit import Appended, GroupCommitWriter
 from coordinator_server.topics.delayed_fetch import DelayedFetch
 from coordinator_server.topics.leadership import Leadership, SoleLeader
 from coordinator_server.topics.partition import AppendResult, Partition
-from coordinator_server.topics.registry import Topic
+from coordinator_server.topics.registry import OFFSETS_TOPIC, Topic
 from coordinator_server.topics.store import TopicStore
 from protocol.errors import Errors, KafkaError
+from protocol.message_format import MessageFormatError, down_convert, fetch_magic, up_convert
 
 log = structlog.get_logger("coordinator_server.net")
 
@@ -78,11 +81,12 @@ class ClusterTopicAdmin(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class _FetchTarget:
-    topic: str
+    topic: str | None  # None: a topic id (Fetch v13+) that names no topic here
     index: int
     offset: int
     max_bytes: int
     current_leader_epoch: int
+    topic_id: uuid.UUID | None = None  # Fetch v13+ names topics by id
 
 
 class DataHandlers:
@@ -95,6 +99,18 @@ class DataHandlers:
             "Fetch", runtime.timer)
         self.leadership: Leadership = SoleLeader()
         self.admin: ClusterTopicAdmin | None = None  # set when this node joins a cluster
+        self.offsets_topic: OffsetsTopic | None = None  # `__consumer_offsets` read as a topic (offsets_topic.py)
+
+    def _partition(self, topic: str, index: int) -> Partition | None:
+        """A partition a consumer may read: the topic store's, or a view of the coordinator's log."""
+        if topic == OFFSETS_TOPIC:
+            return self.offsets_topic.partition(index) if self.offsets_topic is not None else None
+        return self.store.partition(topic, index)
+
+    def on_offsets_append(self, partition: int) -> None:
+        """The coordinator appended to `__consumer_offsets-partition`: long polls on it may complete."""
+        self.fetch_purgatory.check_and_complete((OFFSETS_TOPIC, partition))
+        self.runtime.rearm_timer()
 
     # ----------------------------------------------------------------------------------- Produce
 
@@ -110,12 +126,14 @@ class DataHandlers:
                 part = self.store.partition(t.name, pd.index)
                 if not writable:
                     out.append((pd.index, Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, None))
+                elif (refusal := produce_refusal(t.name)) is not None:
+                    out.append((pd.index, refusal[0], -1, -1, refusal[1]))
                 elif acks not in (0, 1, -1):
                     out.append((pd.index, Errors.INVALID_REQUIRED_ACKS, -1, -1, None))
                 elif part is None:
                     out.append((pd.index, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None))
                 else:
-                    r = self._append(part, pd.records, durable, acks)
+                    r = self._append(part, _produced_records(pd.records, version), durable, acks)
                     if r.error == Errors.NONE and acks == -1:
                         replicated.append(((t.name, pd.index), part, part.log_end_offset))
                     if r.error != Errors.NONE:
@@ -145,13 +163,15 @@ class DataHandlers:
             ],
         )
 
-    def _append(self, part: Partition, records: bytes | None,
+    def _append(self, part: Partition, records: bytes | MessageFormatError | None,
                 durable: list[tuple[tuple[str, int], asyncio.Future[Appended]]], acks: int) -> AppendResult:
         """Check one produce partition and hand its batch to the writer, which writes it at once; the
         future it completes once the batch is durable joins `durable`."""
         refusal, leader_epoch = self.leadership.append_check(part, acks)
         if refusal != Errors.NONE:
             return AppendResult(refusal, message=refusal.message)
+        if isinstance(records, MessageFormatError):
+            return AppendResult(Errors.CORRUPT_MESSAGE, message=str(records))
         prepared = part.prepare(records, self.store.config.max_message_bytes)
         if isinstance(prepared, AppendResult):
             return prepared
@@ -203,17 +223,24 @@ class DataHandlers:
             return FetchResponse[version](throttle_time_ms=0, error_code=int(Errors.FETCH_SESSION_ID_NOT_FOUND),
                                           session_id=0, responses=[])
         targets = [
-            _FetchTarget(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                         p.current_leader_epoch if version >= 9 else -1)
+            _FetchTarget(self._fetched_topic(t, version), p.partition, p.fetch_offset, p.partition_max_bytes,
+                         p.current_leader_epoch if version >= 9 else -1, t.topic_id if version >= 13 else None)
             for t in req.topics for p in t.partitions
         ]
         max_bytes = max(0, req.max_bytes) if version >= 3 else 1 << 31
-        denied = {t.topic for t in targets if not access.topic("READ", t.topic)}
+        denied = {t.topic for t in targets if t.topic is not None and not access.topic("READ", t.topic)}
         response, total, errors = self._read(targets, max_bytes, version, denied)
         if req.max_wait_ms > 0 and total < req.min_bytes and not errors and targets:
             await self._wait_for_data(targets, req.max_wait_ms, req.min_bytes)
             response, _, _ = self._read(targets, max_bytes, version, denied)
         return response
+
+    def _fetched_topic(self, t: ApiMessage, version: int) -> str | None:
+        """The name of a fetched topic: v13+ names it by id (KIP-516), which may name no topic here."""
+        if version < 13:
+            return str(t.topic)
+        topic = self.store.get_by_id(t.topic_id)
+        return topic.name if topic is not None else None
 
     async def _wait_for_data(self, targets: list[_FetchTarget], max_wait_ms: int, min_bytes: int) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -221,7 +248,7 @@ class DataHandlers:
         def available() -> int | None:
             total = 0
             for t in targets:
-                part = self.store.partition(t.topic, t.index)
+                part = self._partition(t.topic, t.index) if t.topic is not None else None
                 if part is None or t.offset < part.log_start_offset:
                     return None  # deleted or truncated meanwhile: answer now, with the error
                 error, hw, _epoch = self.leadership.read_view(part, t.current_leader_epoch)
@@ -246,11 +273,13 @@ class DataHandlers:
         remaining = max_bytes
         total = 0
         errors = False
-        by_topic: dict[str, list[object]] = {}
+        by_topic: dict[tuple[str | None, uuid.UUID | None], list[object]] = {}
         for t in targets:
-            part = self.store.partition(t.topic, t.index) if t.topic not in denied else None
+            part = self._partition(t.topic, t.index) if t.topic is not None and t.topic not in denied else None
             error, records, hw = Errors.NONE, b"", -1
-            if t.topic in denied:
+            if t.topic is None:
+                error = Errors.UNKNOWN_TOPIC_ID
+            elif t.topic in denied:
                 error = Errors.TOPIC_AUTHORIZATION_FAILED
             elif part is None:
                 error = Errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -266,17 +295,19 @@ class DataHandlers:
                 # only what is committed: nothing at or past the high watermark.
                 hw = leader[1]
                 records = part.read(t.offset, min(t.max_bytes, remaining), min_one=total == 0, max_offset=hw)
+                records = down_convert(records, fetch_magic(version))  # Fetch v0-3: message format 0 or 1
                 remaining -= len(records)
                 total += len(records)
             errors = errors or error != Errors.NONE
-            by_topic.setdefault(t.topic, []).append(_FPart(
+            by_topic.setdefault((t.topic, t.topic_id), []).append(_FPart(
                 partition_index=t.index, error_code=int(error), high_watermark=hw, last_stable_offset=hw,
                 log_start_offset=part.log_start_offset if part is not None else -1,
                 aborted_transactions=None if version >= 4 else [], preferred_read_replica=-1,
                 records=records))
         response = FetchResponse[version](
             throttle_time_ms=0, error_code=0, session_id=0,
-            responses=[_FTopic(topic=name, partitions=parts) for name, parts in by_topic.items()],
+            responses=[_FTopic(topic=name, topic_id=topic_id, partitions=parts)
+                       for (name, topic_id), parts in by_topic.items()],
         )
         return response, total, errors
 
@@ -293,7 +324,8 @@ class DataHandlers:
                     self._list_offset(t.name, p.partition_index, p.timestamp, current, req.replica_id)
                     if describable else (Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1))
                 parts.append(_LPart(partition_index=p.partition_index, error_code=int(error), timestamp=timestamp,
-                                    offset=offset, leader_epoch=epoch))
+                                    offset=offset, leader_epoch=epoch,
+                                    old_style_offsets=_old_style_offsets(version, p, error, offset)))
             topics.append(_LTopic(name=t.name, partitions=parts))
         return ListOffsetsResponse[version](throttle_time_ms=0, topics=topics)
 
@@ -302,7 +334,7 @@ class DataHandlers:
         """(error, offset, timestamp, leader epoch). A consumer's LATEST is the high watermark (no
         transactions here, so the last stable offset is the same); a broker or tool (replica id >= 0 or
         -2) gets the log end, as Kafka's Partition.fetchOffsetForTimestamp answers."""
-        part = self.store.partition(topic, index)
+        part = self._partition(topic, index)
         if part is None:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
         error, hw, epoch = self.leadership.read_view(part, current_leader_epoch)
@@ -325,7 +357,7 @@ class DataHandlers:
             parts = []
             describable = access.topic("DESCRIBE", t.topic)
             for p in t.partitions:
-                part = self.store.partition(t.topic, p.partition)
+                part = self._partition(t.topic, p.partition)
                 if not describable:
                     parts.append(_EPart(error_code=int(Errors.TOPIC_AUTHORIZATION_FAILED), partition=p.partition,
                                         leader_epoch=-1, end_offset=-1))
@@ -477,6 +509,24 @@ class DataHandlers:
             results.append(CreatePartitionsResponse.CreatePartitionsTopicResult(
                 name=t.name, error_code=int(error), error_message=message))
         return CreatePartitionsResponse[version](throttle_time_ms=0, results=results)
+
+
+def _old_style_offsets(version: int, p: ApiMessage, error: Errors, offset: int) -> list[int]:
+    """ListOffsets v0 answers a list of up to max_num_offsets offsets (Kafka's legacy fetchOffsetsBefore; Burrow
+    1.2's cluster module still asks v0): here the one offset v1+ would answer, never a list of segment bases."""
+    if version > 0 or error != Errors.NONE or offset < 0 or p.max_num_offsets < 1:
+        return []
+    return [offset]
+
+
+def _produced_records(records: bytes | None, version: int) -> bytes | MessageFormatError | None:
+    """Produce v0-2 carries a message set of magic 0 or 1: the v2 batch it becomes (or why it cannot)."""
+    if version >= 3 or records is None:
+        return records
+    try:
+        return up_convert(records)
+    except MessageFormatError as e:
+        return e
 
 
 def _failure_message(error: Errors) -> str:

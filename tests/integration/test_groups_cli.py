@@ -175,8 +175,7 @@ def test_reset_errors_name_the_problem(capsys: pytest.CaptureFixture[str], srv: 
 
 def test_cluster_status_of_one_node(capsys: pytest.CaptureFixture[str], srv: ServerProcess) -> None:
     """One node is a cluster of one: the only broker, the controller, the leader and whole ISR of every
-    `__consumer_offsets` partition. It serves ListOffsets of `__consumer_offsets` only in a cluster, so
-    the high watermarks are unknown, and each partition says why."""
+    `__consumer_offsets` partition, whose high watermark is its log end (nothing written yet: 0)."""
     code = cli_main(["cluster", "status", "--bootstrap-server", srv.address, "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -187,7 +186,7 @@ def test_cluster_status_of_one_node(capsys: pytest.CaptureFixture[str], srv: Ser
     assert offsets["error"] is None and offsets["partitions"]
     assert offsets["under_replicated_partitions"] == offsets["offline_partitions"] == []
     assert {(p["leader"], p["leader_epoch"], tuple(p["replicas"]), tuple(p["isr"]), p["high_watermark"], p["error"])
-            for p in offsets["partitions"]} == {(0, 0, (0,), (0,), None, "UNKNOWN_TOPIC_OR_PARTITION")}
+            for p in offsets["partitions"]} == {(0, 0, (0,), (0,), 0, None)}
     assert [p["partition"] for p in offsets["partitions"]] == list(range(len(offsets["partitions"])))
     assert {"name": TOPIC, "partitions": 3, "under_replicated_partitions": [], "offline_partitions": []} \
         in status["topics"]

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import ServerFactory, ServerProcess, server_factory  # noqa: F401
+from tests.interop import go_build
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / "tests" / "interop" / "node"
@@ -36,7 +37,8 @@ TOPIC = "t"
 PARTITIONS = 10
 ALL = frozenset(range(PARTITIONS))
 
-CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs"]
+CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs", "sarama", "kafka-go",
+           "platformatic-kafka"]
 _PY_DRIVERS = {"kafka-python": "kafka_python_driver", "confluent-kafka": "confluent_driver",
                "aiokafka": "aiokafka_driver", "kcat": "kcat_driver"}
 
@@ -52,12 +54,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(f"not supported by client: {mark.args[0]}")
 
 
+_NODE_DRIVERS = {"kafkajs": ("kafkajs", "kafkajs_driver.js"),
+                 "platformatic-kafka": ("@platformatic/kafka", "platformatic_driver.mjs")}
+_GO_CLIENTS = {"sarama", "kafka-go"}
+
+
 def driver_argv(client: str) -> list[str]:
-    if client == "kafkajs":
+    if client in _NODE_DRIVERS:
+        package, script = _NODE_DRIVERS[client]
         node = shutil.which("node")
-        if node is None or not (NODE_DIR / "node_modules" / "kafkajs").is_dir():
-            raise RuntimeError("kafkajs is not installed: run `make interop-deps`")
-        return [node, str(NODE_DIR / "kafkajs_driver.js")]
+        if node is None or not (NODE_DIR / "node_modules" / package).is_dir():
+            raise RuntimeError(f"{package} is not installed: run `make interop-deps`")
+        return [node, str(NODE_DIR / script)]
+    if client in _GO_CLIENTS:
+        return [str(go_build.driver_binary()), "--client", client]
     if client == "kcat" and shutil.which("kcat") is None:
         raise RuntimeError("kcat is not installed: run `make interop-deps`")
     return [sys.executable, "-m", f"tests.interop.drivers.{_PY_DRIVERS[client]}"]

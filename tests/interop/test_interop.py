@@ -28,12 +28,35 @@ from .conftest import ALL, CLIENTS, PARTITIONS, Harness, Member
 
 pytestmark = pytest.mark.interop
 
-NO_RANGE_KAFKAJS = "kafkajs ships only its RoundRobinAssigner; it has no range assignor"
+NO_RANGE = {
+    "kafkajs": "kafkajs ships only its RoundRobinAssigner; it has no range assignor",
+    "platformatic-kafka": "@platformatic/kafka ships only its roundRobinAssigner (protocol `roundrobin`); it has no "
+                          "range assignor",
+}
 NO_COOP = {
     "aiokafka": "aiokafka implements only the eager rebalance protocol (no cooperative-sticky assignor, KIP-429)",
     "kafkajs": "kafkajs implements only the eager rebalance protocol (no cooperative rebalancing, KIP-429)",
+    "sarama": "Sarama 1.22 implements only the eager protocol with its range and roundrobin strategies "
+              "(balance_strategy.go: no sticky or cooperative-sticky, KIP-429)",
+    "kafka-go": "kafka-go 0.2.1 implements only the eager protocol with its range and roundrobin group balancers "
+                "(groupbalancer.go; no cooperative rebalancing, KIP-429)",
+    "platformatic-kafka": "@platformatic/kafka's classic consumer is eager only (no cooperative rebalancing, KIP-429)",
 }
-NO_STATIC = {"kafkajs": "kafkajs has no group.instance.id (static membership, KIP-345)"}
+NO_LEAVE = {
+    "kafka-go": "kafka-go 0.2.1 never sends LeaveGroup: Reader.Close cancels the reader's context (r.stop()) "
+                "before it dials the coordinator with that context to leave (reader.go), so the dial fails; its "
+                "members go by session timeout, as in the crash cell",
+}
+NO_STATIC = {
+    "kafkajs": "kafkajs has no group.instance.id (static membership, KIP-345)",
+    "sarama": "Sarama 1.22 has no group.instance.id (static membership, KIP-345, came in a later release)",
+    "kafka-go": "kafka-go 0.2.1 has no group.instance.id (static membership, KIP-345)",
+}
+# Clients with no rebalance callback to sleep in: the slow member is SIGSTOPped instead.
+NO_REVOKE_CALLBACK = {"kcat", "kafkajs", "kafka-go", "platformatic-kafka"}
+ROUNDROBIN_ONLY = {"kafkajs", "platformatic-kafka"}
+# Clients that refuse a rebalance timeout below the session timeout.
+REBALANCE_AT_LEAST_SESSION = {"confluent-kafka", "kcat", "platformatic-kafka"}
 
 # Server bugs found by this suite: {(client, scenario): reason}. Such cells are xfail(strict=True).
 SERVER_BUGS: dict[tuple[str, str], str] = {}
@@ -43,7 +66,7 @@ SCENARIOS = ["join-range", "join-roundrobin", "join-cooperative-sticky", "leave"
 
 
 def default_assignor(client: str) -> str:
-    return "roundrobin" if client == "kafkajs" else "range"
+    return "roundrobin" if client in ROUNDROBIN_ONLY else "range"
 
 
 def protocol_name(client: str, assignor: str) -> str:
@@ -51,12 +74,14 @@ def protocol_name(client: str, assignor: str) -> str:
 
 
 def unsupported_reason(client: str, scenario: str) -> str | None:
-    if scenario == "join-range" and client == "kafkajs":
-        return NO_RANGE_KAFKAJS
+    if scenario == "join-range":
+        return NO_RANGE.get(client)
     if scenario == "join-cooperative-sticky":
         return NO_COOP.get(client)
     if scenario == "static-membership":
         return NO_STATIC.get(client)
+    if scenario == "leave":
+        return NO_LEAVE.get(client)
     return None
 
 
@@ -172,11 +197,12 @@ def scenario_crash(h: Harness, client: str) -> None:
 
 def scenario_slow(h: Harness, client: str) -> None:
     assignor = default_assignor(client)
-    by_signal = client in ("kcat", "kafkajs")  # no revoke callback to sleep in: SIGSTOP the process
+    by_signal = client in NO_REVOKE_CALLBACK
     common = {"group": "interop", "assignor": assignor, "rebalance_timeout_ms": 3000}
-    # The slow member keeps its session alive (heartbeat thread) where the client can; librdkafka needs
-    # max.poll.interval.ms >= session.timeout.ms, so there the two are equal.
-    session = 3000 if client in ("confluent-kafka", "kcat") else 10_000
+    # The slow member keeps its session alive (heartbeat thread) where the client can; librdkafka and
+    # @platformatic/kafka need the rebalance timeout (max.poll.interval.ms) >= the session timeout, so there
+    # the two are equal.
+    session = 3000 if client in REBALANCE_AT_LEAST_SESSION else 10_000
     # "other" first, so that the slow member has nothing to revoke (and no reason to stall) when it joins.
     other = h.start(client, "other", session_timeout_ms=session, **common)
     h.wait_partitioned([other], timeout_s=30)
@@ -288,20 +314,28 @@ SCENARIO_FUNCS = {
 
 # ------------------------------------------------------------------------------------ mixed groups
 
-MIXED = {
-    "range": ["kafka-python", "confluent-kafka", "aiokafka", "kcat"],
+# id -> (assignor, members). The last member leaves (LeaveGroup) and the second is kill -9ed.
+MIXED: dict[str, tuple[str, list[str]]] = {
+    "range": ("range", ["kafka-python", "confluent-kafka", "aiokafka", "sarama", "kcat"]),
     # kafkajs's RoundRobinAssigner renamed "roundrobin" (same algorithm) so that it can join the vote.
-    "roundrobin": ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs"],
+    "roundrobin": ("roundrobin", ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "sarama",
+                                  "platformatic-kafka", "kafkajs"]),
+    # kafka-go 0.2.1 labels its subscription ConsumerProtocolSubscription v1 but writes the v0 layout (no
+    # OwnedPartitions, KIP-429): a leader that parses v1 as Kafka defines it (librdkafka, kafka-python,
+    # aiokafka) cannot read it and assigns kafka-go nothing. So it shares a group with the clients that read
+    # only the v0 fields, whichever of them leads; it is the one kill -9ed (it cannot leave, see NO_LEAVE).
+    "roundrobin-kafka-go": ("roundrobin", ["sarama", "kafka-go", "platformatic-kafka", "kafkajs"]),
 }
 
 
-@pytest.mark.parametrize("assignor", sorted(MIXED), ids=[f"mixed:{a}" for a in sorted(MIXED)])
-def test_mixed_group(harness: Harness, assignor: str) -> None:
+@pytest.mark.parametrize("group", sorted(MIXED), ids=[f"mixed:{g}" for g in sorted(MIXED)])
+def test_mixed_group(harness: Harness, group: str) -> None:
     h = harness
-    h._record("client", "+".join(MIXED[assignor]))
-    h._record("scenario", f"mixed-{assignor}")
+    assignor, clients = MIXED[group]
+    h._record("client", "+".join(clients))
+    h._record("scenario", f"mixed-{group}")
     members = []
-    for i, client in enumerate(MIXED[assignor]):
+    for i, client in enumerate(clients):
         extra = {"protocol_name": "roundrobin"} if client == "kafkajs" else {}
         members.append(h.start(client, f"{client}-{i}", group="interop", assignor=assignor,
                                session_timeout_ms=6000, **extra))

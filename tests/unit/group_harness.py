@@ -156,9 +156,10 @@ class Harness:
         metadata: str | None = "",
         retention_ms: int = -1,
         version: int = 8,
+        commit_timestamp_ms: int = -1,
     ) -> Reply:
         reply = Reply()
-        partitions = tuple(CommitPartition(t, p, o, -1, metadata) for (t, p), o in offsets.items())
+        partitions = tuple(CommitPartition(t, p, o, -1, metadata, commit_timestamp_ms) for (t, p), o in offsets.items())
         self.coordinator.handle_offset_commit(
             OffsetCommitInput(group, generation, member_id, instance, retention_ms, partitions, version), self.now, reply
         )

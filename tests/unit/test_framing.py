@@ -26,12 +26,12 @@ h = bytes.fromhex
 
 # Our ranges as ApiVersion entries (api key, min, max), in api key order.
 RANGES_V0 = h(
-    "0000" "0003" "0009"  # Produce 3-9
-    "0001" "0004" "000c"  # Fetch 4-12
-    "0002" "0001" "0007"  # ListOffsets 1-7
+    "0000" "0000" "0009"  # Produce 0-9
+    "0001" "0000" "000d"  # Fetch 0-13
+    "0002" "0000" "0007"  # ListOffsets 0-7
     "0003" "0000" "000c"  # Metadata 0-12
     "0007" "0001" "0003"  # ControlledShutdown 1-3
-    "0008" "0002" "0009"  # OffsetCommit 2-9
+    "0008" "0001" "0009"  # OffsetCommit 1-9
     "0009" "0001" "0009"  # OffsetFetch 1-9
     "000a" "0000" "0006"  # FindCoordinator 0-6
     "000b" "0000" "0009"  # JoinGroup 0-9
@@ -55,7 +55,7 @@ RANGES_V0 = h(
 
 def test_api_table_is_exactly_the_served_ranges() -> None:
     assert advertised_ranges() == [
-        (0, 3, 9), (1, 4, 12), (2, 1, 7), (3, 0, 12), (7, 1, 3), (8, 2, 9), (9, 1, 9), (10, 0, 6), (11, 0, 9),
+        (0, 0, 9), (1, 0, 13), (2, 0, 7), (3, 0, 12), (7, 1, 3), (8, 1, 9), (9, 1, 9), (10, 0, 6), (11, 0, 9),
         (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5), (16, 0, 5), (17, 0, 1), (18, 0, 4), (19, 2, 7),
         (20, 1, 6), (22, 0, 4), (23, 2, 4), (36, 0, 2), (37, 0, 3), (42, 0, 2), (47, 0, 0),
     ]

@@ -35,6 +35,17 @@ def test_commit_is_answered_only_once_durable_and_visible_only_then() -> None:
     assert (record.topic, record.partition, record.value.offset) == ("t", 0, 5)  # type: ignore[union-attr]
 
 
+def test_v1_commit_timestamp_is_kept_and_minus_one_means_now() -> None:
+    """OffsetCommit v1 (Sarama's default) names each partition's commit time; Kafka's
+    OffsetAndMetadata.fromRequest keeps it, and -1 (DEFAULT_TIMESTAMP) means the time of the commit."""
+    h = Harness()
+    assert errors(h.commit("g", {("t", 0): 5}, version=1, commit_timestamp_ms=1_234)) == [Errors.NONE]
+    assert errors(h.commit("g", {("t", 1): 6}, version=1)) == [Errors.NONE]
+    values = {(r.topic, r.partition): r.value for r in h.durable if isinstance(r, OffsetCommitRecord)}
+    assert values[("t", 0)].commit_timestamp_ms == 1_234  # type: ignore[union-attr]
+    assert values[("t", 1)].commit_timestamp_ms == h.coordinator.wall_ms  # type: ignore[union-attr]
+
+
 def test_empty_string_group_id_is_legal_for_commit_and_fetch_but_not_null() -> None:
     h = Harness()
     assert errors(h.commit("", {("t", 0): 1})) == [Errors.NONE]

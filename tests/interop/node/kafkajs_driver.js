@@ -6,25 +6,12 @@
 'use strict'
 const { Kafka, logLevel, PartitionAssigners } = require('kafkajs')
 const kafkajsVersion = require('kafkajs/package.json').version
+const { parseArgs, emit } = require('./driver_common.js')
 
-function parseArgs (argv) {
-  const args = {
-    group: 'interop', role: 'consumer', assignor: 'roundrobin', sessionTimeoutMs: 6000,
-    heartbeatIntervalMs: 300, rebalanceTimeoutMs: 10000, count: 100, protocolName: null, clientId: 'kafkajs'
-  }
-  for (let i = 2; i < argv.length; i += 2) {
-    const key = argv[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase())
-    const value = argv[i + 1]
-    args[key] = /^\d+$/.test(value) ? Number(value) : value
-  }
-  return args
-}
-
-function emit (ev, fields = {}) {
-  process.stdout.write(JSON.stringify({ t: Date.now() / 1000, ev, ...fields }) + '\n')
-}
-
-const args = parseArgs(process.argv)
+const args = parseArgs(process.argv, {
+  group: 'interop', role: 'consumer', assignor: 'roundrobin', sessionTimeoutMs: 6000,
+  heartbeatIntervalMs: 300, rebalanceTimeoutMs: 10000, count: 100, protocolName: null, clientId: 'kafkajs'
+})
 const logCreator = () => ({ namespace, level, label, log }) => {
   process.stderr.write(`${label} [${namespace}] ${log.message} ${JSON.stringify(log)}\n`)
 }
