@@ -71,10 +71,11 @@ def run(quick: bool, only: list[str], profile: bool, recovery_records: int | Non
     empty = scenarios.empty_server_rss(work)
     res["empty_server"] = empty
     if step("heartbeat"):
-        floor = scenarios.hb_floor(scale)
+        floor = scenarios.hb_floor(scale, "protocol")
+        floor_streams = scenarios.hb_floor(scale, "streams")
         peer = scenarios.hb_peer(scale)
         servers = [scenarios.hb_server(scale, work, n, empty["rss_bytes"]) for n in scale.hb_members]
-        res["heartbeat"] = {"floor": floor, "peer": peer, "server": servers}
+        res["heartbeat"] = {"floor": floor, "floor_streams": floor_streams, "peer": peer, "server": servers}
         _done("heartbeat", timings)
     if step("rebalance"):
         res["rebalance"] = scenarios.rebalance(scale, work)

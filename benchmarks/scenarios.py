@@ -54,14 +54,14 @@ def heartbeat_frames(members: list[tuple[str, int, str]], connections: int) -> l
     return [frames[i::connections] for i in range(connections)]
 
 
-def hb_floor(scale: Scale) -> dict[str, Any]:
-    floor = Floor(wire.heartbeat_response())
+def hb_floor(scale: Scale, kind: str = "protocol") -> dict[str, Any]:
+    floor = Floor(wire.heartbeat_response(), kind)
     try:
         frames = heartbeat_frames([(preload.group_id(0), 1, preload.member_id(0, m)) for m in range(1000)],
                                   scale.hb_connections)
         return run_loadgen("127.0.0.1", floor.port, frames, connections=scale.hb_connections,
                            warmup_s=scale.hb_warmup_s, duration_s=scale.hb_duration_s,
-                           error_offset=wire.heartbeat_error_offset())
+                           error_offset=wire.heartbeat_error_offset()) | {"kind": kind}
     finally:
         floor.stop()
 
