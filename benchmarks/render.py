@@ -17,6 +17,7 @@ TARGETS = {
     "rebalance_growth": 12.0,
     "bytes_per_member": 2048.0,
     "group_commit_gain": 20.0,
+    "commit_cpu_us": 35.0,
     "recovery_after_rps": 1_000_000.0,
 }
 
@@ -52,6 +53,9 @@ def figures(res: dict[str, Any]) -> dict[str, Any]:
                         for n in sorted({c["committers"] for c in commits})}
         top = max(c["committers"] for c in commits)
         f["group_commit_gain"] = rate[("always", top)] / rate[("always", 1)]
+        cpu = {(c["fsync"], c["committers"]): c.get("server_cpu_us_per_request") for c in commits}
+        if cpu.get(("always", top)) is not None:
+            f["commit_cpu_us"] = {str(n): cpu[("always", n)] for n in sorted({c["committers"] for c in commits})}
     if res.get("recovery"):
         f["recovery_before_rps"] = res["recovery"]["records_per_s_before"]
         f["recovery_after_rps"] = res["recovery"]["records_per_s_after"]
@@ -65,43 +69,77 @@ def figures(res: dict[str, Any]) -> dict[str, Any]:
     return f
 
 
-# The run the profile fixes are measured against (session 1's `make bench`, commit c278dcd).
-BEFORE_FIXES = ROOT / "benchmarks" / "results" / "2026-11-22-before-fixes.json"
+# The run the speed work (issue 16) is measured against: `make bench` on main before it began (commit 8d2270d).
+BEFORE = ROOT / "benchmarks" / "results" / "2026-11-25-before-speed.json"
 
 
-def before_after(res: dict[str, Any], before_path: Path = BEFORE_FIXES) -> str:
-    """The same figures (each already a ratio against its own run's baseline) before and after the fixes."""
+def _comparable(res: dict[str, Any]) -> dict[str, tuple[float, str, bool]]:
+    """Every figure of the results table as label -> (value, format, higher is better). Labels follow the
+    table's row names, so runs stay comparable across rounds."""
+    f = figures(res)  # recomputed: older runs stored fewer figures
+    out: dict[str, tuple[float, str, bool]] = {}
+    hb = res.get("heartbeat")
+    if hb:
+        out["heartbeat, streams floor (canned answer), /s"] = (
+            (hb.get("floor_streams") or hb["floor"])["rps"], "{:,.0f}", True)
+        out[f"heartbeat, peer ({hb['peer']['members']} members), /s"] = (hb["peer"]["rps"], "{:,.0f}", True)
+        for s in f.get("heartbeat", []):
+            m = f"{s['members']:,}"
+            out[f"heartbeat, {m} members, /s"] = (s["rps"], "{:,.0f}", True)
+            out[f"heartbeat, {m} members, x peer"] = (s["vs_peer"], "{:.2f}x", True)
+            if "vs_streams_floor" in s:
+                out[f"heartbeat, {m} members, x streams floor"] = (s["vs_streams_floor"], "{:.2f}x", True)
+            if s["members"] >= 100_000:
+                out[f"memory, {m} members, B/member"] = (s["bytes_per_member"], "{:,.0f}", False)
+    for r in res.get("rebalance", []):
+        out[f"rebalance, {r['members']:,} members, ms"] = (r["seconds"] * 1000, "{:,.0f}", False)
+    if "rebalance_growth" in f:
+        out["rebalance growth t(5000)/t(500)"] = (f["rebalance_growth"], "{:.1f}", False)
+    for n, c in f.get("commits", {}).items():
+        out[f"durable commits, {n} committers, fsync always, /s"] = (c["always"], "{:,.0f}", True)
+        out[f"durable commits, {n} committers, fsync never, /s"] = (c["never"], "{:,.0f}", True)
+    if "group_commit_gain" in f:
+        out["group commit: 128 vs 1 committer"] = (f["group_commit_gain"], "{:.1f}x", True)
+    for n, us in f.get("commit_cpu_us", {}).items():
+        out[f"server CPU per commit, {n} committers, µs"] = (us, "{:.0f}", False)
+    for r in res.get("offset_fetches", []):
+        out[f"offset fetch, {r['fetchers']} fetchers, /s"] = (r["rps"], "{:,.0f}", True)
+    if "recovery_before_rps" in f:
+        out["recovery before compaction, records/s"] = (f["recovery_before_rps"], "{:,.0f}", True)
+        out["recovery after compaction, records/s"] = (f["recovery_after_rps"], "{:,.0f}", True)
+    if "e2e_rps" in f:
+        out["end to end, records/s"] = (f["e2e_rps"], "{:,.0f}", True)
+    if "cluster_failover_s" in f:
+        out["cluster failover, 1,000 groups, s"] = (f["cluster_failover_s"], "{:.2f}", False)
+        out["cluster failover, partition load max, ms"] = (f["cluster_partition_load_s_max"] * 1000, "{:.0f}", False)
+        for n, ratio in f["replicated_commits_vs_single"].items():
+            out[f"replicated commits vs single node, {n} committers"] = (ratio, "{:.2f}x", True)
+    return out
+
+
+def before_after(res: dict[str, Any], before_path: Path = BEFORE) -> str:
+    """Every figure of this run's table beside the same figure of the run before the speed work."""
     if not before_path.exists():
         return ""
     import json
 
-    before = json.loads(before_path.read_text())
-    fb, fa = before.get("figures") or figures(before), res.get("figures") or figures(res)
-    rows: list[tuple[str, Any, Any, str]] = []
-    hb_b = {s["members"]: s for s in fb.get("heartbeat", [])}
-    for s in fa.get("heartbeat", []):
-        b = hb_b.get(s["members"])
-        if b:
-            rows.append((f"heartbeat, {s['members']:,} members, vs floor", b["vs_floor"], s["vs_floor"], "{:.2f}x"))
-            rows.append((f"heartbeat, {s['members']:,} members, vs peer", b["vs_peer"], s["vs_peer"], "{:.2f}x"))
-    for key, label, fmt in (("rebalance_growth", "rebalance growth t(5000)/t(500)", "{:.1f}"),
-                            ("group_commit_gain", "group commit: 128 vs 1 committer", "{:.1f}x"),
-                            ("recovery_after_rps", "recovery after compaction, records/s", "{:,.0f}")):
-        if key in fb and key in fa:
-            rows.append((label, fb[key], fa[key], fmt))
-    if "commits" in fb and "commits" in fa:
-        for n in fa["commits"]:
-            if n in fb["commits"]:
-                rows.append((f"durable commits, {n} committers, always ÷ never", fb["commits"][n]["always_vs_never"],
-                             fa["commits"][n]["always_vs_never"], "{:.2f}x"))
+    before = _comparable(json.loads(before_path.read_text()))
+    after = _comparable(res)
+    rows = [(label, before[label], value) for label, value in after.items() if label in before]
     if not rows:
         return ""
     rel = before_path.relative_to(ROOT)
-    lines = [f"Against [`{rel}`](../{rel}) (commit {before['machine']['git']}, the run the profile findings "
-             "below come from). Each figure is the ratio its own run measured, so the machine's load on the "
-             "day cancels out as far as it can.", "", "| Figure | Before | After | After ÷ before |", "|---|---|---|---|"]
-    for label, b, a, fmt in rows:
-        lines.append(f"| {label} | {fmt.format(b)} | {fmt.format(a)} | {a / b:.1f}x |")
+    b_git = json.loads(before_path.read_text())["machine"]["git"]
+    lines = [f"Against [`{rel}`](../{rel}) (commit {b_git}, `make bench` before the speed work of issue 16). "
+             "Absolute rates move with the machine's load on the day (both runs shared it with other work); "
+             "the ratios against baselines of the same run move less; within 2% counts as the same. Better or worse is judged by the figure's "
+             "direction (a rate up, a time or a cost down).", "",
+             "| Figure | Before | After | After ÷ before | |", "|---|---|---|---|---|"]
+    for label, (b, fmt, higher), (a, _, _) in rows:
+        ratio = a / b if b else float("nan")
+        better = (ratio > 1.0) == higher if abs(ratio - 1.0) > 0.02 else None  # within 2%: the same
+        mark = "better" if better else ("worse" if better is False else "same")
+        lines.append(f"| {label} | {fmt.format(b)} | {fmt.format(a)} | {ratio:.2f} | {mark} |")
     return "\n".join(lines)
 
 
@@ -150,6 +188,14 @@ def table(res: dict[str, Any]) -> str:
         g = f["group_commit_gain"]
         lines.append(f"| group commit: 128 vs 1 committer, fsync always | {g:.1f}x | 1 committer | — | ≥ 20x: "
                      f"{_met(g >= TARGETS['group_commit_gain'])} |")
+        for n, us in f.get("commit_cpu_us", {}).items():
+            target = (f"≤ {TARGETS['commit_cpu_us']:.0f} µs: {_met(us <= TARGETS['commit_cpu_us'])}"
+                      if n == max(f["commit_cpu_us"], key=int) else "—")
+            lines.append(f"| server CPU per commit, {n} committers, fsync always | {us:.0f} µs | — | — | {target} |")
+    for r in res.get("offset_fetches", []):
+        cpu = r.get("server_cpu_us_per_request")
+        lines.append(f"| offset fetch, {r['fetchers']} fetchers | {r['rps']:,.0f}/s, p50 {r['p50_us']:,.0f} µs"
+                     f"{f', {cpu:.0f} µs server CPU each' if cpu is not None else ''} | — | — | — |")
     rec = res.get("recovery")
     if rec:
         lines.append(f"| recovery, {rec['records']:,} commits / {rec['keys']:,} keys, before compaction | "
@@ -271,7 +317,7 @@ numbers depend on the machine; the ratios are the point. Nothing here is asserte
 
 ![Rebalance latency against group size](performance-rebalance.png)
 
-## Before and after the profile fixes
+## Before and after the speed work
 
 {before_after(res) or "No earlier run to compare with."}
 

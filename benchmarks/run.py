@@ -83,6 +83,7 @@ def run(quick: bool, only: list[str], profile: bool, recovery_records: int | Non
     if step("commits"):
         res["commits"] = [scenarios.commits(scale, work, fsync, c)
                           for fsync in ("always", "never") for c in scale.committers]
+        res["offset_fetches"] = [scenarios.offset_fetches(scale, work, c) for c in scale.fetchers]
         _done("commits", timings)
     if step("recovery"):
         res["recovery"] = scenarios.recovery(scale, work)

@@ -32,6 +32,7 @@ class Scale:
         self.rebalance_sizes = [10, 100, 500, 1000] if quick else [10, 100, 500, 1000, 5000]
         self.rebalance_repeats = 1 if quick else 5
         self.committers = [1, 16, 128]
+        self.fetchers = [1, 16]
         self.commit_warmup_s, self.commit_duration_s = (0.5, 2.0) if quick else (1.0, 5.0)
         self.recovery_records = recovery_records or (200_000 if quick else 10_000_000)
         self.recovery_keys = 10_000 if quick else 100_000
@@ -190,6 +191,13 @@ class _CpuSampler:
         self._stop.set()
         self._thread.join()
 
+    def per_request(self, load: dict[str, Any]) -> dict[str, Any]:
+        """The server's CPU over a load generator's measured window, and per request answered."""
+        t0, t1 = load["window"]
+        cpu_s = self.between(t0, t1)
+        per = cpu_s / load["requests"] * 1e6 if cpu_s is not None and load["requests"] else None
+        return {"server_cpu_s": cpu_s, "server_cpu_us_per_request": per}
+
 
 def rebalance(scale: Scale, work: Path, profile_to: Path | None = None,
               sizes: list[int] | None = None) -> list[dict[str, Any]]:
@@ -231,10 +239,38 @@ def commits(scale: Scale, work: Path, fsync: str, committers: int) -> dict[str, 
         # groups meet only in the log's group commit.
         frames = [[wire.commit_frame(f"committer-{c}", topic, o, correlation_id=o) for o in range(16)]
                   for c in range(committers)]
-        result = run_loadgen("127.0.0.1", srv.port, frames, connections=committers,
-                             warmup_s=scale.commit_warmup_s, duration_s=scale.commit_duration_s,
-                             error_offset=wire.commit_error_offset(topic))
-        result.update(fsync=fsync, committers=committers)
+        cpu = _CpuSampler(srv.pid)
+        try:
+            result = run_loadgen("127.0.0.1", srv.port, frames, connections=committers,
+                                 warmup_s=scale.commit_warmup_s, duration_s=scale.commit_duration_s,
+                                 error_offset=wire.commit_error_offset(topic))
+        finally:
+            cpu.stop()
+        result.update(fsync=fsync, committers=committers, **cpu.per_request(result))
+        return result
+    finally:
+        srv.stop()
+
+
+def offset_fetches(scale: Scale, work: Path, fetchers: int) -> dict[str, Any]:
+    """OffsetFetch of one committed partition, one group per fetcher (what each consumer sends after
+    every assignment)."""
+    topic = "bench-topic"
+    srv = Server(_tmpdir(work, f"fetches-{fetchers}"), {"topic": f"{topic}:1"}).start()
+    try:
+        groups = [f"fetcher-{c}" for c in range(fetchers)]
+        # One commit per group first, so every fetch finds an offset.
+        run_loadgen("127.0.0.1", srv.port, [[wire.commit_frame(g, topic, 42)] for g in groups],
+                    connections=fetchers, warmup_s=0.0, duration_s=0.2, error_offset=wire.commit_error_offset(topic))
+        frames = [[wire.fetch_offsets_frame(g, topic, correlation_id=i) for i in range(4)] for g in groups]
+        cpu = _CpuSampler(srv.pid)
+        try:
+            result = run_loadgen("127.0.0.1", srv.port, frames, connections=fetchers,
+                                 warmup_s=scale.commit_warmup_s, duration_s=scale.commit_duration_s,
+                                 error_offset=wire.fetch_offsets_error_offset(groups[0], topic))
+        finally:
+            cpu.stop()
+        result.update(fetchers=fetchers, **cpu.per_request(result))
         return result
     finally:
         srv.stop()

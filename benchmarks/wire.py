@@ -21,6 +21,8 @@ with warnings.catch_warnings():
         LeaveGroupResponse,
         OffsetCommitRequest,
         OffsetCommitResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
         SyncGroupRequest,
         SyncGroupResponse,
     )
@@ -31,12 +33,13 @@ JOIN_VERSION = 5  # the newest JoinGroup both serve without flexible encoding qu
 SYNC_VERSION = 3
 LEAVE_VERSION = 3  # the first with a member list (a consumer's close() leaves with its own id)
 COMMIT_VERSION = 8
+FETCH_OFFSETS_VERSION = 8  # what kafka-python 3 and librdkafka 2.16 send (one group per request here)
 _SENTINEL = 0x7ABC
 
 __all__ = [
     "ApiVersionsRequest", "ApiVersionsResponse", "HeartbeatResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse",
     "SyncGroupRequest", "SyncGroupResponse",
-    "commit_error_offset", "commit_frame", "encode", "heartbeat_error_offset", "heartbeat_frame",
+    "commit_error_offset", "commit_frame", "encode", "fetch_offsets_error_offset", "fetch_offsets_frame", "heartbeat_error_offset", "heartbeat_frame",
     "heartbeat_response",
 ]
 
@@ -81,6 +84,27 @@ def commit_error_offset(topic: str) -> int:
     t = OffsetCommitResponse.OffsetCommitResponseTopic
     resp = OffsetCommitResponse[COMMIT_VERSION](throttle_time_ms=0, topics=[t(name=topic, partitions=[
         t.OffsetCommitResponsePartition(partition_index=0, error_code=_SENTINEL)])])
+    resp.with_header(correlation_id=1)
+    return _offset_of(resp.encode(header=True, framed=True))
+
+
+def fetch_offsets_frame(group_id: str, topic: str, correlation_id: int = 1) -> bytes:
+    """What a consumer sends for its assignment before it starts fetching: the committed offset of one
+    partition of one group."""
+    g = OffsetFetchRequest.OffsetFetchRequestGroup
+    req = OffsetFetchRequest[FETCH_OFFSETS_VERSION](groups=[g(group_id=group_id, topics=[
+        g.OffsetFetchRequestTopics(name=topic, partition_indexes=[0])])], require_stable=True)
+    return encode(req, correlation_id)
+
+
+def fetch_offsets_error_offset(group_id: str, topic: str) -> int:
+    """Where the partition's error code lies in the answer (the group's own error code is 0 alike)."""
+    g = OffsetFetchResponse.OffsetFetchResponseGroup
+    t = g.OffsetFetchResponseTopics
+    resp = OffsetFetchResponse[FETCH_OFFSETS_VERSION](throttle_time_ms=0, groups=[g(
+        group_id=group_id, error_code=0, topics=[t(name=topic, partitions=[t.OffsetFetchResponsePartitions(
+            partition_index=0, committed_offset=0, committed_leader_epoch=-1, metadata="",
+            error_code=_SENTINEL)])])])
     resp.with_header(correlation_id=1)
     return _offset_of(resp.encode(header=True, framed=True))
 

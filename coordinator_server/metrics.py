@@ -212,6 +212,14 @@ def observe_request_error(api: str, version: int, seconds: float, error_code: in
         ERRORS.labels(api, _error_names.get(error_code, str(error_code))).inc()
 
 
+def observe_request_errors(api: str, version: int, seconds: float, error_codes: Iterable[int]) -> None:
+    """Count one request answered by a fast path, with the error codes its response carries."""
+    REQUEST_TALLY.observe(api, version, seconds)
+    for code in error_codes:
+        if code:
+            ERRORS.labels(api, _error_names.get(code, str(code))).inc()
+
+
 _error_paths: dict[type, tuple[tuple[str, ...], ...]] = {}
 
 

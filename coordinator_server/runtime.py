@@ -11,6 +11,7 @@ Heartbeats take no lock: they write nothing and are the hot path.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import functools
 import time
@@ -72,18 +73,32 @@ class ReplicationGate(Protocol):
 
 
 class KeyedLocks:
-    """One asyncio.Lock per key, created on demand and dropped when nobody holds or waits for it."""
+    """One FIFO lock per key, created on demand and dropped when nobody holds or waits for it. A free
+    key can also be taken without awaiting (`try_hold`): the fast paths that answer from callbacks."""
 
     def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._locks: dict[str, tuple[_KeyLock, int]] = {}
 
     def hold(self, key: str) -> _Held:
         return _Held(self, key)
 
-    def _acquire_ref(self, key: str) -> asyncio.Lock:
+    def try_hold(self, key: str) -> bool:
+        """Take `key` now if nobody holds or waits for it; the caller then calls `release(key)`."""
+        if key in self._locks:
+            return False
+        lock = _KeyLock()
+        lock.locked = True
+        self._locks[key] = (lock, 1)
+        return True
+
+    def release(self, key: str) -> None:
+        self._locks[key][0].release()
+        self._release_ref(key)
+
+    def _acquire_ref(self, key: str) -> _KeyLock:
         lock, refs = self._locks.get(key, (None, 0))
         if lock is None:
-            lock = asyncio.Lock()
+            lock = _KeyLock()
         self._locks[key] = (lock, refs + 1)
         return lock
 
@@ -98,11 +113,42 @@ class KeyedLocks:
         return len(self._locks)
 
 
+class _KeyLock:
+    """A FIFO lock (as asyncio.Lock) whose release hands it straight to the first waiter."""
+
+    __slots__ = ("locked", "waiters")
+
+    def __init__(self) -> None:
+        self.locked = False
+        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def acquire(self) -> None:
+        if not self.locked and not self.waiters:
+            self.locked = True
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # handed the lock just as it was cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():  # a cancelled waiter stays queued until here
+                waiter.set_result(None)  # ownership passes on: still locked
+                return
+        self.locked = False
+
+
 class _Held:
     def __init__(self, locks: KeyedLocks, key: str) -> None:
         self.locks = locks
         self.key = key
-        self.lock: asyncio.Lock | None = None
+        self.lock: _KeyLock | None = None
 
     async def __aenter__(self) -> None:
         self.lock = self.locks._acquire_ref(self.key)
@@ -277,6 +323,35 @@ class CoordinatorRuntime:
         return await self._parked_call(
             inp.group_id or "", lambda now, reply: self.coordinator.handle_offset_commit(inp, now, reply)
         )
+
+    def offset_commit_nowait(self, inp: OffsetCommitInput, on_result: Callable[[OffsetCommitResult], None],
+                             on_failure: Callable[[BaseException], None]) -> bool:
+        """`offset_commit` without a task or a future of its own, for the fast path: when nobody holds or
+        waits for the group's lock, take it now, call the core, and release it once the call's appends are
+        complete, as `_parked_call` does; `on_result` is the core's reply (at once, or once durable),
+        `on_failure` a bug met on the way. False, having done nothing, when the lock is taken."""
+        group_id = inp.group_id or ""
+        if not self.locks.try_hold(group_id):
+            return False
+        try:
+            self.coordinator.handle_offset_commit(inp, self._now_ms(), on_result)
+            self._advance_clock(self._now_ms())
+            self._arm_timer()
+            appends = self.coordinator.take_appends()
+        except BaseException:
+            self.locks.release(group_id)
+            raise
+        if not appends:
+            self.locks.release(group_id)
+            return True
+
+        def written(future: asyncio.Future[None]) -> None:
+            self.locks.release(group_id)
+            if not future.cancelled() and future.exception() is not None:
+                on_failure(future.exception())  # type: ignore[arg-type]
+
+        self._spawn_writes(appends).add_done_callback(written)
+        return True
 
     async def offset_fetch(self, inp: OffsetFetchInput) -> OffsetFetchResult:
         # Under the group's lock: a fetch waits behind commits whose records are still being written.

@@ -21,13 +21,13 @@ from typing import NamedTuple
 from coordinator_server.group.api import HeartbeatInput
 
 from .framing import read_plain_header
+from .wire_primitives import Unusual, nullable_string, string
 
 HEARTBEAT_API_KEY = 12
 MAX_VERSION = 4  # keep equal to API_TABLE's Heartbeat range (a test checks)
 FIRST_FLEXIBLE_VERSION = 4
 
 _API_KEY_AND_VERSION = struct.Struct(">hh")
-_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _RESPONSE_V0 = struct.Struct(">iih")  # size, correlation id, error code
 _RESPONSE_V1 = struct.Struct(">iiih")  # size, correlation id, throttle time, error code
@@ -40,15 +40,11 @@ class HeartbeatRequest(NamedTuple):
     input: HeartbeatInput  # what the coordinator core takes (api_version included)
 
 
-class _Unusual(Exception):
-    """Not a shape this parser takes: the generic path decides."""
-
-
 def parse_heartbeat(payload: bytes) -> HeartbeatRequest | None:
     """The Heartbeat request in a frame payload, or None when it is not one this parser takes."""
     try:
         return _parse(payload)
-    except (_Unusual, struct.error, IndexError, UnicodeDecodeError):
+    except (Unusual, struct.error, IndexError, UnicodeDecodeError):
         return None
 
 
@@ -61,50 +57,24 @@ def _parse(payload: bytes) -> HeartbeatRequest | None:
         return None
     correlation_id, client_id, pos = header
     if version >= FIRST_FLEXIBLE_VERSION:
-        group_id, pos = _compact_string(payload, pos)
+        group_id, pos = string(payload, pos, True)
         (generation_id,) = _INT32.unpack_from(payload, pos)
-        member_id, pos = _compact_string(payload, pos + 4)
-        if payload[pos] == 0:
-            group_instance_id, pos = None, pos + 1
-        else:
-            group_instance_id, pos = _compact_string(payload, pos)
+        member_id, pos = string(payload, pos + 4, True)
+        group_instance_id, pos = nullable_string(payload, pos, True)
         if payload[pos] != 0:  # body tagged fields
             return None
         pos += 1
     else:
-        group_id, pos = _string(payload, pos)
+        group_id, pos = string(payload, pos, False)
         (generation_id,) = _INT32.unpack_from(payload, pos)
-        member_id, pos = _string(payload, pos + 4)
+        member_id, pos = string(payload, pos + 4, False)
         group_instance_id = None
         if version >= 3:
-            if _INT16.unpack_from(payload, pos)[0] == -1:
-                pos += 2
-            else:
-                group_instance_id, pos = _string(payload, pos)
+            group_instance_id, pos = nullable_string(payload, pos, False)
     if group_id is None or member_id is None or pos != len(payload):
         return None
     return HeartbeatRequest(correlation_id, client_id,
                             HeartbeatInput(group_id, generation_id, member_id, group_instance_id, version))
-
-
-def _string(payload: bytes, pos: int) -> tuple[str, int]:
-    (n,) = _INT16.unpack_from(payload, pos)
-    start = pos + 2
-    end = start + n
-    if n < 0 or end > len(payload):
-        raise _Unusual
-    return payload[start:end].decode(), end
-
-
-def _compact_string(payload: bytes, pos: int) -> tuple[str, int]:
-    n = payload[pos]
-    if n == 0 or n >= 0x80:  # null, or a length that needs a multi-byte varint
-        raise _Unusual
-    start = pos + 1
-    end = start + n - 1
-    if end > len(payload):
-        raise _Unusual
-    return payload[start:end].decode(), end
 
 
 def heartbeat_response_frame(api_version: int, correlation_id: int, error_code: int) -> bytes:

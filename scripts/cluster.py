@@ -12,6 +12,7 @@ nodes with SIGTERM (a controlled shutdown each) and then ZooKeeper. What was sta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -23,8 +24,8 @@ from pathlib import Path
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from coordinator_server.tools.local_zookeeper import LocalZooKeeper  # noqa: E402
-from tests.integration.group_client import Connection  # noqa: E402
+from coordinator_server.tools.local_zookeeper import LocalZooKeeper
+from tests.integration.group_client import Connection
 
 STATE = "cluster.json"
 
@@ -120,10 +121,8 @@ def _stop(pid: int, grace_s: float) -> None:
     deadline = time.monotonic() + grace_s
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
     if _alive(pid):
         os.kill(pid, signal.SIGKILL)
 

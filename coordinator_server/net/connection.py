@@ -1,26 +1,44 @@
-"""One client connection: read a frame, handle it to completion, write the response, repeat.
+"""One client connection as an `asyncio.Protocol`: whole frames are cut out of the bytes in
+`data_received`, and a request the core answers at once is answered from that same call.
 
 Theory of operation. A Kafka broker mutes a channel while one of its requests is in flight, so a
-client's requests are answered strictly in order and a parked JoinGroup holds its connection. We get
-the same by never reading the next frame before the current response is written: the socket's receive
-buffer (and TCP flow control) is the backpressure, and nothing is read ahead.
+client's requests are answered strictly in order and a parked JoinGroup holds its connection. We keep
+that rule with one request in flight per connection:
+
+- A heartbeat (the bulk of a coordinator's requests) is parsed, handled and answered synchronously in
+  `data_received`: no task, no coroutine, no `drain()`; several pipelined heartbeats in one read are
+  answered in order, in one call.
+- An OffsetCommit is parsed by hand too and goes to the runtime without a task; its answer is written
+  from the future the log's completion resolves (at once when it is refused before writing).
+- Any other request leaves that path: it runs as one task (`_handle`), and nothing more is served on the
+  connection until its response is written (from the task's done callback); then the frames that arrived
+  meanwhile are served, in order.
+- Backpressure: while a request is in flight, or while the transport has paused our writing (the client
+  does not read its responses), reading stops once `READ_AHEAD_BYTES` are buffered, so the socket's
+  receive buffer and TCP flow control hold the client back, as with asyncio streams before.
 
 Three severities of failure (style §10):
 - per request: an error code inside the response (decided by the handler or the core);
 - per connection: bad frame size, unparsable header, unknown api key, unsupported version (other than
   ApiVersions), undecodable body, or a handler that raised — log one line and close this socket only;
-- per process: never from here. No exception escapes `serve()`.
+- per process: never from here. No exception escapes a protocol callback.
 
 Why a handler crash closes the connection rather than answering UNKNOWN_SERVER_ERROR: a crash is a bug
 on our side and the request's effects are unknown; a disconnect makes every client forget the
 coordinator, rediscover it and retry, while UNKNOWN_SERVER_ERROR is fatal for several group calls in
 the Java consumer.
+
+Log lines of a connection carry its peer, listener, principal and client id: they are bound in a
+`contextvars.Context` of its own, which every callback of this connection and its request tasks run in.
 """
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import contextvars
+import socket
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import structlog
 from kafka.protocol.api_message import ApiMessage
@@ -39,6 +57,7 @@ from protocol.framing import (
 )
 from protocol.group_messages import java_inet_address_string
 from protocol.heartbeat_wire import HEARTBEAT_API_KEY, heartbeat_response_frame, parse_heartbeat
+from protocol.offset_commit_wire import OFFSET_COMMIT_API_KEY, parse_offset_commit
 
 from . import sasl_gate
 from .handlers import RequestContext, RequestHandlers
@@ -48,113 +67,284 @@ from .request_checks import null_in_non_nullable
 log = structlog.get_logger("coordinator_server.net")
 
 _HEARTBEAT_KEY_BYTES = HEARTBEAT_API_KEY.to_bytes(2, "big")
+_OFFSET_COMMIT_KEY_BYTES = OFFSET_COMMIT_API_KEY.to_bytes(2, "big")
+
+# Bytes read ahead of the request being served before reading stops (asyncio streams' default limit,
+# which the connection read through before, paused its transport at twice this).
+READ_AHEAD_BYTES = 128 * 1024
 
 
 class _CloseConnection(Exception):
     """Stop serving this connection; the reason was logged where it was raised."""
 
 
-class Connection:
+class Connection(asyncio.Protocol):
+    """`admit(connection)` is asked once the transport is known: False refuses it (closed at once, nothing
+    read); `on_closed(connection)` runs once it is closed and no request of it is still running."""
+
     def __init__(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
         handlers: RequestHandlers,
         max_request_bytes: int,
         listener: ListenerContext | None = None,
+        *,
+        admit: Callable[[Connection], bool] = lambda _c: True,
+        on_closed: Callable[[Connection], None] = lambda _c: None,
     ) -> None:
-        self._reader = reader
-        self._writer = writer
-        self._transport = writer.transport
         self._handlers = handlers
         self._max_request_bytes = max_request_bytes
-        peer = writer.get_extra_info("peername")
-        self.peer_ip: str = peer[0] if peer else "unknown"
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "unknown"
+        self._listener = listener
+        self._admit = admit
+        self._on_closed = on_closed
+        self._transport: asyncio.Transport | None = None
+        self._ctx = contextvars.Context()
+        self._buffer = b""
+        # The request in flight when not answered at once: its task, or a fast path's future.
+        self._task: asyncio.Future[bytes] | asyncio.Future[bytes | None] | None = None
+        self._write_paused = False
+        self._reading_paused = False
+        self._eof = False
+        self._draining = False
+        self._close_after_write = False
+        self._closing = False
+        self._lost = False
+        self._finished = False
+        self.peer_ip = "unknown"
+        self.peer = "unknown"
         self.client_host = java_inet_address_string(self.peer_ip)
         self._client_id: str | None = None
-        self._busy = False  # a request has been read and its response is not yet written
-        self._draining = False
-        self.task: asyncio.Task[None] | None = None
-        self._listener = listener
-        self._close_after_write = False
-        # Who this connection is (docs/security.md): set by TLS now, or by SASL once authenticated.
-        self._sasl = SaslSession(listener.sasl, self.peer_ip) if listener and listener.sasl else None
-        principal = listener.transport_principal(writer.get_extra_info("peercert")) if listener else ANONYMOUS
-        self._access = Access(listener.authorizer if listener else None, principal, host=self.peer_ip)
+        self._sasl: SaslSession | None = None
+        self._access = Access(None, ANONYMOUS)
+
+    # -- what the server sees --
 
     @property
     def busy(self) -> bool:
-        return self._busy
+        """A request has been read and its response is not yet written."""
+        return self._task is not None
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
 
     def request_stop(self) -> None:
         """Shutdown: an idle connection closes now; a busy one after writing its current response."""
         self._draining = True
-        if not self._busy and self.task is not None:
-            self.task.cancel()
+        if self._task is None:
+            self._close()
 
-    async def serve(self) -> None:
-        # Runs in its own task, so context variables bound here label every log line of this
-        # connection, including those the runtime emits while handling its requests.
+    def cancel(self) -> None:
+        """Shutdown's last resort: abandon the request in flight and close."""
+        if self._task is not None:
+            self._task.cancel()
+        self._close()
+
+    # -- protocol callbacks --
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer_ip = peer[0]
+            self.peer = f"{peer[0]}:{peer[1]}"
+            self.client_host = java_inet_address_string(self.peer_ip)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # Responses are single writes; don't let Nagle hold them back behind a delayed ACK.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        listener = self._listener
+        # Who this connection is (docs/security.md): set by TLS now, or by SASL once authenticated.
+        self._sasl = SaslSession(listener.sasl, self.peer_ip) if listener and listener.sasl else None
+        principal = listener.transport_principal(transport.get_extra_info("peercert")) if listener else ANONYMOUS
+        self._access = Access(listener.authorizer if listener else None, principal, host=self.peer_ip)
+        if not self._admit(self):
+            self._closing = True
+            transport.close()
+            return
+        self._ctx.run(self._bind_context)
+
+    def _bind_context(self) -> None:
         structlog.contextvars.bind_contextvars(peer=self.peer)
         if self._listener is not None:
             structlog.contextvars.bind_contextvars(listener=self._listener.name, principal=self._access.principal)
         log.debug("connection_opened")
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self._buffer = self._buffer + data if self._buffer else data
+        self._ctx.run(self._serve_buffered)
+
+    def eof_received(self) -> bool:
+        # Keep the transport open to write the answers of what is already buffered or in flight (where
+        # the transport allows a half-closed connection; a TLS one closes now).
+        self._eof = True
+        self._ctx.run(self._serve_buffered)
+        return not self._closing
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if not self._closing:
+            self._ctx.run(self._serve_buffered)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._closing = True
+        if exc is not None:
+            self._ctx.run(log.debug, "connection_lost", error=repr(exc))
+        # A request still running (a parked JoinGroup) completes; its answer goes nowhere.
+        self._maybe_finished()
+
+    # -- serving frames, one request in flight --
+
+    def _serve_buffered(self) -> None:
         try:
-            while not self._draining:
-                payload = await self._read_frame()
+            while (self._task is None and not self._closing and not self._write_paused and not self._draining
+                   and not self._close_after_write):
+                payload = self._next_frame()
                 if payload is None:
                     break
-                self._busy = True
-                metrics.BYTES_IN.value += 4 + len(payload)
-                response: bytes | None
-                if self._sasl is not None and self._sasl.state is not SaslState.COMPLETE:
-                    if self._sasl.raw_tokens and self._sasl.state is SaslState.AUTHENTICATE:
-                        response = await self._raw_sasl_token(payload)
-                    else:
-                        response = await self._handle(payload)
-                else:
-                    response = self._heartbeat(payload) if payload[:2] == _HEARTBEAT_KEY_BYTES else None
-                    if response is None:
-                        response = await self._handle(payload)
-                if response is not None:  # None: a request answered with no response (acks=0)
-                    self._writer.write(response)
-                    metrics.BYTES_OUT.value += len(response)
-                    if self._transport.get_write_buffer_size():
-                        # Backpressure only when the kernel did not take it all; usually it did (a coroutine
-                        # saved per request), and a lost connection still shows at the next read.
-                        await self._writer.drain()
-                self._busy = False
-                if self._close_after_write:
-                    break
+                self._serve(payload)
         except _CloseConnection:
-            pass
-        except asyncio.CancelledError:
-            log.debug("connection_cancelled", busy=self._busy)
-        except (ConnectionError, OSError) as e:
-            log.debug("connection_lost", error=repr(e))
+            self._close()
         except Exception:
             log.exception("connection_failed")
-        finally:
-            await self._close()
+            self._close()
+        else:
+            if self._closing:
+                return
+            if self._task is None and (self._draining or self._close_after_write):
+                self._close()
+            elif self._eof and self._task is None and not self._write_paused:
+                if self._buffer:
+                    log.warning("connection_closed_mid_frame", received=len(self._buffer))
+                self._close()
+            else:
+                self._flow_control()
 
-    async def _read_frame(self) -> bytes | None:
-        try:
-            size_bytes = await self._reader.readexactly(4)
-        except asyncio.IncompleteReadError as e:
-            if e.partial:
-                log.warning("connection_closed_mid_frame", received=len(e.partial))
-            return None  # orderly EOF between requests
-        size = int.from_bytes(size_bytes, "big", signed=True)
+    def _next_frame(self) -> bytes | None:
+        buf = self._buffer
+        if len(buf) < 4:
+            return None
+        size = int.from_bytes(buf[:4], "big", signed=True)
         if size <= 0 or size > self._max_request_bytes:
             # Refuse before reading the body: never buffer an oversized frame (socket.request.max.bytes).
             log.warning("invalid_frame_size", size=size, max_bytes=self._max_request_bytes)
             raise _CloseConnection
-        try:
-            return await self._reader.readexactly(size)
-        except asyncio.IncompleteReadError as e:
-            log.warning("connection_closed_mid_frame", size=size, received=len(e.partial))
+        end = 4 + size
+        if len(buf) < end:
             return None
+        self._buffer = buf[end:]
+        return buf[4:end]
+
+    def _serve(self, payload: bytes) -> None:
+        metrics.BYTES_IN.value += 4 + len(payload)
+        sasl = self._sasl
+        if sasl is not None and sasl.state is not SaslState.COMPLETE:
+            if sasl.raw_tokens and sasl.state is SaslState.AUTHENTICATE:
+                self._start(self._raw_sasl_token(payload))
+            else:
+                self._start(self._handle(payload))
+            return
+        key = payload[:2]
+        if key == _HEARTBEAT_KEY_BYTES:
+            response = self._heartbeat(payload)
+            if response is not None:
+                self._write(response)
+                return
+        elif key == _OFFSET_COMMIT_KEY_BYTES and self._offset_commit(payload):
+            return
+        self._start(self._handle(payload))
+
+    def _start(self, coro: Coroutine[Any, Any, bytes | None]) -> None:
+        self._wait_for(asyncio.get_running_loop().create_task(coro, context=self._ctx))
+
+    def _wait_for(self, pending: asyncio.Future[bytes] | asyncio.Future[bytes | None]) -> None:
+        """Serve nothing else until `pending` (a request's task, or a fast path's future) is answered."""
+        self._task = pending
+        pending.add_done_callback(self._request_done, context=self._ctx)
+
+    def _offset_commit(self, payload: bytes) -> bool:
+        """The OffsetCommit fast path (protocol/offset_commit_wire.py): answered without a task, from the
+        log's completion. False: not a shape it takes, or the group's lock is taken — the generic way."""
+        req = parse_offset_commit(payload)
+        if req is None:
+            return False
+        self._note_client_id(req.client_id)
+        try:
+            pending = self._handlers.offset_commit_nowait(req, self._access)
+        except Exception:
+            log.exception("handler_failed", api="OffsetCommit", api_version=req.api_version,
+                          correlation_id=req.correlation_id)
+            raise _CloseConnection from None
+        if pending is None:
+            return False
+        if pending.done() and pending.exception() is None:
+            self._write(pending.result())  # answered at once (refused, or nothing to write)
+        else:
+            self._wait_for(pending)
+        return True
+
+    def _note_client_id(self, client_id: str | None) -> None:
+        if client_id != self._client_id:
+            self._client_id = client_id
+            structlog.contextvars.bind_contextvars(client_id=client_id)
+
+    def _request_done(self, task: asyncio.Future[bytes | None]) -> None:
+        self._task = None
+        try:
+            response = task.result()
+        except _CloseConnection:
+            self._close()
+        except asyncio.CancelledError:
+            log.debug("connection_cancelled", busy=True)
+            self._close()
+        except Exception:
+            log.exception("connection_failed")
+            self._close()
+        else:
+            if response is not None and not self._closing:  # None: no response at all (acks=0)
+                self._write(response)
+            self._serve_buffered()
+        self._maybe_finished()
+
+    def _write(self, response: bytes) -> None:
+        assert self._transport is not None
+        self._transport.write(response)
+        metrics.BYTES_OUT.value += len(response)
+
+    def _flow_control(self) -> None:
+        """Read on while a frame is being received; stop once enough is buffered behind a request in
+        flight or unwritten answers."""
+        transport = self._transport
+        if transport is None or self._closing:
+            return
+        blocked = self._task is not None or self._write_paused
+        if blocked and len(self._buffer) >= READ_AHEAD_BYTES:
+            if not self._reading_paused:
+                self._reading_paused = True
+                transport.pause_reading()
+        elif self._reading_paused and not blocked:
+            self._reading_paused = False
+            transport.resume_reading()
+
+    def _close(self) -> None:
+        if not self._closing:
+            self._closing = True
+            log.debug("connection_closed")
+            if self._transport is not None:
+                self._transport.close()
+        self._maybe_finished()
+
+    def _maybe_finished(self) -> None:
+        if not self._finished and self._lost and self._task is None:
+            self._finished = True
+            self._on_closed(self)
+
+    # -- one request --
 
     async def _handle(self, payload: bytes) -> bytes | None:
         header = self._parse_header(payload)
@@ -204,9 +394,7 @@ class Connection:
         if hb is None:
             return None
         started = time.perf_counter()
-        if hb.client_id != self._client_id:
-            self._client_id = hb.client_id
-            structlog.contextvars.bind_contextvars(client_id=hb.client_id)
+        self._note_client_id(hb.client_id)
         version = hb.input.api_version
         try:
             error = self._handlers.heartbeat(hb.input, self._access)
@@ -236,9 +424,7 @@ class Connection:
         except InvalidHeaderError as e:
             log.warning("invalid_request_header", error=str(e), size=len(payload))
             raise _CloseConnection from None
-        if header.client_id != self._client_id:
-            self._client_id = header.client_id
-            structlog.contextvars.bind_contextvars(client_id=header.client_id)
+        self._note_client_id(header.client_id)
         return header
 
     def _decode_body(self, header: ParsedHeader, payload: bytes) -> ApiMessage:
@@ -268,9 +454,3 @@ class Connection:
             log.exception("handler_failed", api=header.api_name, api_version=header.api_version,
                           correlation_id=header.correlation_id)
             raise _CloseConnection from None
-
-    async def _close(self) -> None:
-        log.debug("connection_closed")
-        self._writer.close()
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await self._writer.wait_closed()

@@ -7,6 +7,7 @@ and error precedence.
 """
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from protocol.apis import API_TABLE
 from protocol.broker_messages import ControlledShutdownResponse
 from protocol.errors import Errors, KafkaError
 from protocol.framing import ParsedHeader, api_versions_body
+from protocol.offset_commit_wire import OffsetCommitWire
 
 log = structlog.get_logger("coordinator_server.net")
 
@@ -110,7 +112,8 @@ class RequestHandlers:
         # The controller's side of ControlledShutdown: broker id -> the partitions it still leads.
         self.controlled_shutdown: Callable[[int], Awaitable[list[tuple[str, int]]]] | None = None
         # Kafka's API layer answers commits to unknown topics or partitions itself.
-        offsets = OffsetHandlers(runtime, lambda topic, index: topics.partition(topic, index) is not None)
+        offsets = self._offsets = OffsetHandlers(
+            runtime, lambda topic, index: topics.partition(topic, index) is not None)
         admin = AdminHandlers(runtime)
         self._handlers: dict[int, Handler] = {
             ApiKey.ApiVersions: self.handle_api_versions,
@@ -142,6 +145,10 @@ class RequestHandlers:
         missing = set(API_TABLE) - set(self._handlers)
         if missing:
             raise AssertionError(f"no handler for advertised api keys {sorted(missing)}")
+
+    def offset_commit_nowait(self, req: OffsetCommitWire, access: Access) -> asyncio.Future[bytes] | None:
+        """The OffsetCommit fast path (see OffsetHandlers.offset_commit_nowait)."""
+        return self._offsets.offset_commit_nowait(req, access)
 
     async def handle(self, request: ApiMessage, ctx: RequestContext) -> ApiMessage | None:
         return await self._handlers[ctx.header.api_key](request, ctx)

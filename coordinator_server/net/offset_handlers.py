@@ -5,10 +5,13 @@ when nothing is left the request is answered at once with no group validation at
 KafkaApis does."""
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from coordinator_server import metrics
 from coordinator_server.group.api import (
     FetchedOffset,
     OffsetCommitInput,
@@ -22,10 +25,13 @@ from coordinator_server.group.api import (
 from coordinator_server.security.authorizer import Access
 from protocol import offset_messages as om
 from protocol.errors import Errors
+from protocol.offset_commit_wire import OffsetCommitWire, offset_commit_response_frame
 
 
 class OffsetRuntime(Protocol):
     async def offset_commit(self, inp: OffsetCommitInput) -> OffsetCommitResult: ...
+    def offset_commit_nowait(self, inp: OffsetCommitInput, on_result: Callable[[OffsetCommitResult], None],
+                             on_failure: Callable[[BaseException], None]) -> bool: ...
     async def offset_fetch(self, inp: OffsetFetchInput) -> OffsetFetchResult: ...
     async def offset_delete(self, inp: OffsetDeleteInput) -> OffsetDeleteResult: ...
 
@@ -50,6 +56,39 @@ class OffsetHandlers:
         unknown = _denied_as_29(unknown, denied)
         result = await self.runtime.offset_commit(inp) if inp.partitions else None
         return om.offset_commit_response(req, om.commit_result_partitions(result, unknown), version)
+
+    def offset_commit_nowait(self, req: OffsetCommitWire, access: Access) -> asyncio.Future[bytes] | None:
+        """The fast path's OffsetCommit (protocol/offset_commit_wire.py): the same rules as `offset_commit`,
+        answered with the framed response through a future (done at once when nothing waits for the log),
+        without a task. None, having done nothing, when the group's lock is taken: the generic path queues."""
+        started = time.perf_counter()
+        version = req.api_version
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+        def answer(results: list[PartitionResult]) -> None:
+            if future.done():
+                return
+            errors = {(r.topic, r.partition): int(r.error) for r in results}
+            future.set_result(offset_commit_response_frame(req, errors))
+            metrics.observe_request_errors("OffsetCommit", version, time.perf_counter() - started, errors.values())
+
+        def failed(e: BaseException) -> None:
+            if not future.done():
+                future.set_exception(e)
+
+        if not access.group("READ", req.group_id):
+            answer([PartitionResult(t.name, p.partition_index, Errors.GROUP_AUTHORIZATION_FAILED)
+                    for t in req.topics for p in t.partitions])
+            return future
+        denied, known = self._readable(req, access)
+        inp, unknown = om.offset_commit_input(req, version, known)
+        unknown = _denied_as_29(unknown, denied)
+        if not inp.partitions:
+            answer(unknown)
+        elif not self.runtime.offset_commit_nowait(
+                inp, lambda result: answer(om.commit_result_partitions(result, unknown)), failed):
+            return None
+        return future
 
     async def offset_fetch(self, req: Any, version: int, access: Access) -> Any:
         # No topic-existence check on fetch: unknown topics simply have no committed offset.

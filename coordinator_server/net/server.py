@@ -17,7 +17,6 @@ accept backlog holding file descriptors — a client sees a disconnect and retri
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import socket
 from collections import Counter
@@ -55,6 +54,7 @@ class CoordinatorServer:
         self._servers: list[asyncio.Server] = []  # one per listener
         self._connections: set[Connection] = set()
         self._per_ip: Counter[str] = Counter()
+        self._all_closed: asyncio.Future[None] | None = None  # set while shutdown waits for the last one
 
     async def start(self, host: str, port: int, listener: ListenerContext | None = None) -> tuple[str, int]:
         """Bind one listener and start accepting; returns the bound (host, port) — the real port for port 0.
@@ -76,8 +76,8 @@ class CoordinatorServer:
             sock.bind(addr)
             sock.setblocking(False)
             tls = listener.ssl if listener is not None else None
-            server = await asyncio.start_server(
-                functools.partial(self._on_connection, listener=listener), sock=sock, backlog=1024, ssl=tls,
+            server = await loop.create_server(
+                functools.partial(self._new_connection, listener), sock=sock, backlog=1024, ssl=tls,
                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if tls is not None else None)
             self._servers.append(server)
         except BaseException:
@@ -86,34 +86,32 @@ class CoordinatorServer:
         bound = sock.getsockname()
         return str(bound[0]), int(bound[1])
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                             listener: ListenerContext | None = None) -> None:
-        sock = writer.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            # Responses are single writes; don't let Nagle hold them back behind a delayed ACK.
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = Connection(reader, writer, self._handlers, self._max_request_bytes, listener)
+    def _new_connection(self, listener: ListenerContext | None) -> Connection:
+        return Connection(self._handlers, self._max_request_bytes, listener, admit=self._admit,
+                          on_closed=self._closed)
+
+    def _admit(self, conn: Connection) -> bool:
         refused = self._over_limit(conn.peer_ip)
         if refused is not None:
             reason, limit, count = refused
             log.warning("connection_refused", reason=reason, limit=limit, open=count, peer=conn.peer)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-            return
-        conn.task = asyncio.current_task()
+            return False
         self._connections.add(conn)
         self._per_ip[conn.peer_ip] += 1
         metrics.CONNECTIONS_OPENED.inc()
         metrics.CONNECTIONS.inc()
-        try:
-            await conn.serve()
-        finally:
-            self._connections.discard(conn)
-            self._per_ip[conn.peer_ip] -= 1
-            if self._per_ip[conn.peer_ip] <= 0:
-                del self._per_ip[conn.peer_ip]
-            metrics.CONNECTIONS.dec()
+        return True
+
+    def _closed(self, conn: Connection) -> None:
+        if conn not in self._connections:
+            return  # refused: never counted
+        self._connections.discard(conn)
+        self._per_ip[conn.peer_ip] -= 1
+        if self._per_ip[conn.peer_ip] <= 0:
+            del self._per_ip[conn.peer_ip]
+        metrics.CONNECTIONS.dec()
+        if not self._connections and self._all_closed is not None and not self._all_closed.done():
+            self._all_closed.set_result(None)
 
     def _over_limit(self, peer_ip: str) -> tuple[str, int, int] | None:
         """(limit name, limit, open count) when one more connection from `peer_ip` would exceed a limit.
@@ -141,11 +139,10 @@ class CoordinatorServer:
         for conn in list(self._connections):
             conn.request_stop()
         if not await self._wait_connections(timeout_s):
-            stuck = [c for c in self._connections if c.task is not None]
+            stuck = list(self._connections)
             log.warning("connections_cancelled_at_shutdown", count=len(stuck))
             for conn in stuck:
-                assert conn.task is not None
-                conn.task.cancel()
+                conn.cancel()
             await self._wait_connections(1.0)
         for server in self._servers:
             # Connections are gone, so this returns promptly.
@@ -153,14 +150,13 @@ class CoordinatorServer:
 
     async def _wait_connections(self, timeout_s: float) -> bool:
         """Wait until no connection is left; False on timeout."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while self._connections:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            tasks = [c.task for c in self._connections if c.task is not None]
-            if not tasks:
-                return True
-            await asyncio.wait(tasks, timeout=remaining)
+        if not self._connections:
+            return True
+        self._all_closed = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._all_closed), timeout_s)
+        except TimeoutError:
+            return False
+        finally:
+            self._all_closed = None
         return True

@@ -1,0 +1,147 @@
+"""OffsetCommit requests and responses straight from and to bytes: the commit's hot path.
+
+Why this exists next to kafka-python's message classes (docs/decisions.md, "OffsetCommit takes a fast path too"): a consumer
+commits after every batch or every few seconds, so after heartbeats OffsetCommit is a coordinator's most
+frequent request, and the benchmark profile showed kafka-python's generic decode and encode costing as
+much as the core and the log together. The parser takes versions 2-9 in the shapes clients send (no
+tagged fields, one-byte compact lengths) and returns None for anything else, which then goes the generic
+way with the generic checks. The parsed request has the attribute names of kafka-python's
+`OffsetCommitRequest`, so the API layer's rules (protocol/offset_messages.py) read it unchanged.
+tests/unit/test_offset_commit_wire.py holds both directions byte for byte against kafka-python's classes
+on generated input.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from .framing import read_plain_header
+from .wire_primitives import (
+    INT32,
+    INT64,
+    Unusual,
+    array_length,
+    encode_array_length,
+    encode_string,
+    no_tagged_fields,
+    nullable_string,
+    string,
+)
+
+OFFSET_COMMIT_API_KEY = 8
+MIN_VERSION = 2
+MAX_VERSION = 9  # keep equal to API_TABLE's OffsetCommit range (a test checks)
+FIRST_FLEXIBLE_VERSION = 8
+
+_API_KEY_AND_VERSION = struct.Struct(">hh")
+_PARTITION = struct.Struct(">iq")  # partition index, committed offset
+_PARTITION_RESULT = struct.Struct(">ih")  # partition index, error code
+
+
+class CommitPartitionWire(NamedTuple):
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    committed_metadata: str | None
+    commit_timestamp: int = -1  # v1 only, which this parser does not take
+
+
+class CommitTopicWire(NamedTuple):
+    name: str
+    partitions: tuple[CommitPartitionWire, ...]
+
+
+class OffsetCommitWire(NamedTuple):
+    correlation_id: int
+    client_id: str | None
+    api_version: int
+    group_id: str
+    generation_id_or_member_epoch: int
+    member_id: str
+    group_instance_id: str | None
+    retention_time_ms: int
+    topics: tuple[CommitTopicWire, ...]
+
+
+def parse_offset_commit(payload: bytes) -> OffsetCommitWire | None:
+    """The OffsetCommit request in a frame payload, or None when it is not one this parser takes."""
+    try:
+        return _parse(payload)
+    except (Unusual, struct.error, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _parse(payload: bytes) -> OffsetCommitWire | None:
+    api_key, version = _API_KEY_AND_VERSION.unpack_from(payload, 0)
+    if api_key != OFFSET_COMMIT_API_KEY or not MIN_VERSION <= version <= MAX_VERSION:
+        return None
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    header = read_plain_header(payload, flexible=flexible)
+    if header is None:
+        return None
+    correlation_id, client_id, pos = header
+    group_id, pos = string(payload, pos, flexible)
+    (generation,) = INT32.unpack_from(payload, pos)
+    member_id, pos = string(payload, pos + 4, flexible)
+    instance_id = None
+    if version >= 7:
+        instance_id, pos = nullable_string(payload, pos, flexible)
+    retention = -1
+    if version <= 4:
+        (retention,) = INT64.unpack_from(payload, pos)
+        pos += 8
+    n_topics, pos = array_length(payload, pos, flexible)
+    topics = []
+    for _ in range(n_topics):
+        name, pos = string(payload, pos, flexible)
+        n_partitions, pos = array_length(payload, pos, flexible)
+        partitions = []
+        for _ in range(n_partitions):
+            index, offset = _PARTITION.unpack_from(payload, pos)
+            pos += 12
+            epoch = -1
+            if version >= 6:
+                (epoch,) = INT32.unpack_from(payload, pos)
+                pos += 4
+            metadata, pos = nullable_string(payload, pos, flexible)
+            if flexible:
+                pos = no_tagged_fields(payload, pos)
+            partitions.append(CommitPartitionWire(index, offset, epoch, metadata))
+        if flexible:
+            pos = no_tagged_fields(payload, pos)
+        topics.append(CommitTopicWire(name, tuple(partitions)))
+    if flexible:
+        pos = no_tagged_fields(payload, pos)
+    if pos != len(payload):
+        return None
+    return OffsetCommitWire(correlation_id, client_id, version, group_id, generation, member_id, instance_id,
+                            retention, tuple(topics))
+
+
+def offset_commit_response_frame(req: OffsetCommitWire, errors: Mapping[tuple[str, int], int]) -> bytes:
+    """The size-prefixed response to `req`, per partition in request order (duplicates answered alike),
+    byte for byte what kafka-python encodes (throttle time 0)."""
+    version = req.api_version
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    parts = [INT32.pack(req.correlation_id)]
+    if flexible:
+        parts.append(b"\x00")  # response header tagged fields
+    if version >= 3:
+        parts.append(b"\x00\x00\x00\x00")  # throttle time
+    parts.append(encode_array_length(len(req.topics), flexible))
+    pack = _PARTITION_RESULT.pack
+    for topic in req.topics:
+        parts.append(encode_string(topic.name, flexible))
+        parts.append(encode_array_length(len(topic.partitions), flexible))
+        name = topic.name
+        for p in topic.partitions:
+            parts.append(pack(p.partition_index, errors[(name, p.partition_index)]))
+            if flexible:
+                parts.append(b"\x00")
+        if flexible:
+            parts.append(b"\x00")
+    if flexible:
+        parts.append(b"\x00")
+    body = b"".join(parts)
+    return INT32.pack(len(body)) + body
