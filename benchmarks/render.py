@@ -36,7 +36,8 @@ def figures(res: dict[str, Any]) -> dict[str, Any]:
         floor, peer = hb["floor"]["rps"], hb["peer"]["rps"]
         f["heartbeat"] = [{"members": s["members"], "rps": s["rps"], "p50_us": s["p50_us"], "p99_us": s["p99_us"],
                            "vs_floor": s["rps"] / floor, "vs_peer": s["rps"] / peer,
-                           "bytes_per_member": s["bytes_per_member"]} for s in hb["server"]]
+                           "bytes_per_member": s["bytes_per_member"],
+                           "server_cpu_us_per_request": s.get("server_cpu_us_per_request")} for s in hb["server"]]
         # Runs before the Protocol floor had only the streams one, as "floor" (its "kind" unset).
         streams = hb.get("floor_streams") or (hb["floor"] if "kind" not in hb["floor"] else None)
         if streams:
@@ -89,6 +90,8 @@ def _comparable(res: dict[str, Any]) -> dict[str, tuple[float, str, bool]]:
             out[f"heartbeat, {m} members, x peer"] = (s["vs_peer"], "{:.2f}x", True)
             if "vs_streams_floor" in s:
                 out[f"heartbeat, {m} members, x streams floor"] = (s["vs_streams_floor"], "{:.2f}x", True)
+            if s.get("server_cpu_us_per_request") is not None:
+                out[f"heartbeat, {m} members, server CPU µs each"] = (s["server_cpu_us_per_request"], "{:.1f}", False)
             if s["members"] >= 100_000:
                 out[f"memory, {m} members, B/member"] = (s["bytes_per_member"], "{:,.0f}", False)
     for r in res.get("rebalance", []):
@@ -143,6 +146,11 @@ def before_after(res: dict[str, Any], before_path: Path = BEFORE) -> str:
     return "\n".join(lines)
 
 
+def _cpu(run: dict[str, Any]) -> str:
+    us = run.get("server_cpu_us_per_request")
+    return f", {us:.1f} µs CPU each" if us is not None else ""
+
+
 def _met(ok: bool) -> str:
     return "met" if ok else "**not met**"
 
@@ -155,18 +163,18 @@ def table(res: dict[str, Any]) -> str:
         fl, pe = hb["floor"], hb["peer"]
         kind = "asyncio.Protocol" if fl.get("kind") == "protocol" else "asyncio streams"
         lines.append(f"| heartbeat, floor (canned answer) | {fl['rps']:,.0f}/s, p50 {fl['p50_us']:.0f} µs, "
-                     f"p99 {fl['p99_us']:.0f} µs ({kind}) | — | — | — |")
+                     f"p99 {fl['p99_us']:.0f} µs{_cpu(fl)} ({kind}) | — | — | — |")
         if "floor_streams" in hb:
             fs = hb["floor_streams"]
             lines.append(f"| heartbeat, streams floor (the floor of earlier rounds) | {fs['rps']:,.0f}/s, "
-                         f"p50 {fs['p50_us']:.0f} µs, p99 {fs['p99_us']:.0f} µs | — | — | — |")
+                         f"p50 {fs['p50_us']:.0f} µs, p99 {fs['p99_us']:.0f} µs{_cpu(fs)} | — | — | — |")
         lines.append(f"| heartbeat, peer (librdkafka {pe['librdkafka']} mock, {pe['members']:,} members) | "
-                     f"{pe['rps']:,.0f}/s, p50 {pe['p50_us']:.0f} µs, p99 {pe['p99_us']:.0f} µs | — | — | — |")
+                     f"{pe['rps']:,.0f}/s, p50 {pe['p50_us']:.0f} µs, p99 {pe['p99_us']:.0f} µs{_cpu(pe)} | — | — | — |")
         for s in f["heartbeat"]:
             ok = s["vs_floor"] >= TARGETS["heartbeat_vs_floor"] and s["vs_peer"] >= TARGETS["heartbeat_vs_peer"]
             streams = f", {s['vs_streams_floor']:.2f}x streams floor" if "floor_streams" in hb else ""
             lines.append(f"| heartbeat, {s['members']:,} members | {s['rps']:,.0f}/s, p50 {s['p50_us']:.0f} µs, "
-                         f"p99 {s['p99_us']:.0f} µs | floor, peer | {s['vs_floor']:.2f}x floor, "
+                         f"p99 {s['p99_us']:.0f} µs{_cpu(s)} | floor, peer | {s['vs_floor']:.2f}x floor, "
                          f"{s['vs_peer']:.2f}x peer{streams} | ≥ {TARGETS['heartbeat_vs_floor']}x floor and ≥ 1x "
                          f"peer: {_met(ok)} |")
         for s in f["heartbeat"]:
@@ -189,6 +197,8 @@ def table(res: dict[str, Any]) -> str:
         lines.append(f"| group commit: 128 vs 1 committer, fsync always | {g:.1f}x | 1 committer | — | ≥ 20x: "
                      f"{_met(g >= TARGETS['group_commit_gain'])} |")
         for n, us in f.get("commit_cpu_us", {}).items():
+            if us is None:
+                continue
             target = (f"≤ {TARGETS['commit_cpu_us']:.0f} µs: {_met(us <= TARGETS['commit_cpu_us'])}"
                       if n == max(f["commit_cpu_us"], key=int) else "—")
             lines.append(f"| server CPU per commit, {n} committers, fsync always | {us:.0f} µs | — | — | {target} |")

@@ -60,11 +60,22 @@ def hb_floor(scale: Scale, kind: str = "protocol") -> dict[str, Any]:
     try:
         frames = heartbeat_frames([(preload.group_id(0), 1, preload.member_id(0, m)) for m in range(1000)],
                                   scale.hb_connections)
-        return run_loadgen("127.0.0.1", floor.port, frames, connections=scale.hb_connections,
-                           warmup_s=scale.hb_warmup_s, duration_s=scale.hb_duration_s,
-                           error_offset=wire.heartbeat_error_offset()) | {"kind": kind}
+        return _measured(floor.proc.pid, "127.0.0.1", floor.port, frames, connections=scale.hb_connections,
+                         warmup_s=scale.hb_warmup_s, duration_s=scale.hb_duration_s,
+                         error_offset=wire.heartbeat_error_offset()) | {"kind": kind}
     finally:
         floor.stop()
+
+
+def _measured(pid: int, host: str, port: int, frames: list[list[bytes]], **load: Any) -> dict[str, Any]:
+    """A load run with the serving process's CPU per request answered (user + system, all its threads, from
+    /proc over the measured window): a figure other work on the machine moves far less than a rate."""
+    cpu = _CpuSampler(pid)
+    try:
+        result = run_loadgen(host, port, frames, **load)
+    finally:
+        cpu.stop()
+    return result | cpu.per_request(result)
 
 
 PEER_ATTEMPTS = 3
@@ -101,9 +112,10 @@ def _hb_peer_once(scale: Scale) -> dict[str, Any]:
         info = json.loads(line)
         members = [(g, v["generation"], m) for g, v in info["groups"].items() for m in v["members"]]
         random.Random(1).shuffle(members)
-        result = run_loadgen(peer.host, peer.port, heartbeat_frames(members[:scale.hb_sample], scale.hb_connections),
-                             connections=scale.hb_connections, warmup_s=scale.hb_warmup_s,
-                             duration_s=scale.hb_duration_s, error_offset=wire.heartbeat_error_offset())
+        result = _measured(peer.proc.pid, peer.host, peer.port,
+                           heartbeat_frames(members[:scale.hb_sample], scale.hb_connections),
+                           connections=scale.hb_connections, warmup_s=scale.hb_warmup_s,
+                           duration_s=scale.hb_duration_s, error_offset=wire.heartbeat_error_offset())
         reg.stdin.close()
         reg.wait(60)
         result.update(members=scale.peer_members, register_s=info["seconds"], librdkafka=peer.version)
@@ -146,9 +158,9 @@ def hb_server(scale: Scale, work: Path, members: int, empty_rss: int,
         time.sleep(1.0)
         rss_loaded = rss_bytes(srv.pid)
         frames = heartbeat_frames(sample_members(members, scale.hb_sample), scale.hb_connections)
-        result = run_loadgen("127.0.0.1", srv.port, frames, connections=scale.hb_connections,
-                             warmup_s=scale.hb_warmup_s, duration_s=scale.hb_duration_s,
-                             error_offset=wire.heartbeat_error_offset())
+        result = _measured(srv.pid, "127.0.0.1", srv.port, frames, connections=scale.hb_connections,
+                           warmup_s=scale.hb_warmup_s, duration_s=scale.hb_duration_s,
+                           error_offset=wire.heartbeat_error_offset())
         rss_after = rss_bytes(srv.pid)
         result.update(members=members, startup_s=load_s, rss_loaded_bytes=rss_loaded, rss_after_bytes=rss_after,
                       bytes_per_member=(max(rss_loaded, rss_after) - empty_rss) / members)
@@ -239,14 +251,10 @@ def commits(scale: Scale, work: Path, fsync: str, committers: int) -> dict[str, 
         # groups meet only in the log's group commit.
         frames = [[wire.commit_frame(f"committer-{c}", topic, o, correlation_id=o) for o in range(16)]
                   for c in range(committers)]
-        cpu = _CpuSampler(srv.pid)
-        try:
-            result = run_loadgen("127.0.0.1", srv.port, frames, connections=committers,
-                                 warmup_s=scale.commit_warmup_s, duration_s=scale.commit_duration_s,
-                                 error_offset=wire.commit_error_offset(topic))
-        finally:
-            cpu.stop()
-        result.update(fsync=fsync, committers=committers, **cpu.per_request(result))
+        result = _measured(srv.pid, "127.0.0.1", srv.port, frames, connections=committers,
+                           warmup_s=scale.commit_warmup_s, duration_s=scale.commit_duration_s,
+                           error_offset=wire.commit_error_offset(topic))
+        result.update(fsync=fsync, committers=committers)
         return result
     finally:
         srv.stop()
@@ -263,14 +271,10 @@ def offset_fetches(scale: Scale, work: Path, fetchers: int) -> dict[str, Any]:
         run_loadgen("127.0.0.1", srv.port, [[wire.commit_frame(g, topic, 42)] for g in groups],
                     connections=fetchers, warmup_s=0.0, duration_s=0.2, error_offset=wire.commit_error_offset(topic))
         frames = [[wire.fetch_offsets_frame(g, topic, correlation_id=i) for i in range(4)] for g in groups]
-        cpu = _CpuSampler(srv.pid)
-        try:
-            result = run_loadgen("127.0.0.1", srv.port, frames, connections=fetchers,
-                                 warmup_s=scale.commit_warmup_s, duration_s=scale.commit_duration_s,
-                                 error_offset=wire.fetch_offsets_error_offset(groups[0], topic))
-        finally:
-            cpu.stop()
-        result.update(fetchers=fetchers, **cpu.per_request(result))
+        result = _measured(srv.pid, "127.0.0.1", srv.port, frames, connections=fetchers,
+                           warmup_s=scale.commit_warmup_s, duration_s=scale.commit_duration_s,
+                           error_offset=wire.fetch_offsets_error_offset(groups[0], topic))
+        result.update(fetchers=fetchers)
         return result
     finally:
         srv.stop()

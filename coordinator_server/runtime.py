@@ -309,7 +309,7 @@ class CoordinatorRuntime:
         deadline = self.coordinator.next_expiration_ms()
         if (deadline is not None and deadline <= now_ms) or self.coordinator.has_appends():
             self.rearm_timer()
-        else:
+        elif deadline != self._timer_deadline_ms or self._timer_handle is None:
             self._arm_timer()
         return error
 

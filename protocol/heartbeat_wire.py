@@ -28,6 +28,7 @@ MAX_VERSION = 4  # keep equal to API_TABLE's Heartbeat range (a test checks)
 FIRST_FLEXIBLE_VERSION = 4
 
 _API_KEY_AND_VERSION = struct.Struct(">hh")
+_HEADER_V4 = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _INT32 = struct.Struct(">i")
 _RESPONSE_V0 = struct.Struct(">iih")  # size, correlation id, error code
 _RESPONSE_V1 = struct.Struct(">iiih")  # size, correlation id, throttle time, error code
@@ -49,6 +50,9 @@ def parse_heartbeat(payload: bytes) -> HeartbeatRequest | None:
 
 
 def _parse(payload: bytes) -> HeartbeatRequest | None:
+    fast = _parse_v4(payload)
+    if fast is not None:
+        return fast
     api_key, version = _API_KEY_AND_VERSION.unpack_from(payload, 0)
     if api_key != HEARTBEAT_API_KEY or not 0 <= version <= MAX_VERSION:
         return None
@@ -75,6 +79,44 @@ def _parse(payload: bytes) -> HeartbeatRequest | None:
         return None
     return HeartbeatRequest(correlation_id, client_id,
                             HeartbeatInput(group_id, generation_id, member_id, group_instance_id, version))
+
+
+def _parse_v4(payload: bytes) -> HeartbeatRequest | None:
+    """Heartbeat v4 as librdkafka and kafka-python send it (a client id, one-byte compact lengths, no
+    tagged fields, no instance id or a short one), in one pass with no helper calls: the hottest request
+    of all. None for anything else, which `_parse` then reads field by field."""
+    api_key, version, correlation_id, n = _HEADER_V4.unpack_from(payload, 0)
+    if api_key != HEARTBEAT_API_KEY or version != 4 or n < 0:
+        return None
+    pos = 10 + n
+    client_id = payload[10:pos].decode()
+    if payload[pos]:  # header tagged fields
+        return None
+    g = payload[pos + 1]
+    if not 0 < g < 0x80:
+        return None
+    pos += 1 + g  # past the group id
+    group_id = payload[pos - g + 1:pos].decode()
+    (generation_id,) = _INT32.unpack_from(payload, pos)
+    m = payload[pos + 4]
+    if not 0 < m < 0x80:
+        return None
+    start = pos + 5
+    pos = start + m - 1
+    member_id = payload[start:pos].decode()
+    i = payload[pos]
+    if i == 0:
+        instance_id = None
+        pos += 1
+    elif i < 0x80:
+        instance_id = payload[pos + 1:pos + i].decode()
+        pos += i
+    else:
+        return None
+    if pos + 1 != len(payload) or payload[pos]:  # body tagged fields, then the end
+        return None
+    return HeartbeatRequest(correlation_id, client_id,
+                            HeartbeatInput(group_id, generation_id, member_id, instance_id, 4))
 
 
 def heartbeat_response_frame(api_version: int, correlation_id: int, error_code: int) -> bytes:

@@ -108,7 +108,7 @@ class DelayedOperationPurgatory(Generic[T]):
         if operation._completed or operation._listener != self._listener:
             raise ValueError(f"{operation!r} is not waiting in this purgatory")
         operation.delay_ms = delay_ms
-        self.timer.add(operation, now_ms)
+        self.timer.extend(operation, now_ms)
 
     def cancel_for_key(self, key: Hashable) -> list[T]:
         """Stop watching key; returns its operations. They stay on the timer and under their other keys."""

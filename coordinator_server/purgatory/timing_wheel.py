@@ -177,6 +177,19 @@ class Timer:
         if task.delay_ms <= 0 or not self._insert(task):
             self._due.append(task)
 
+    def extend(self, task: TimerTask, now_ms: int) -> None:
+        """Move task's deadline to now_ms + task.delay_ms, as `add` does; when that is no earlier than its
+        deadline so far and it sits in a wheel bucket, lazily: only the deadline changes, and when its
+        bucket expires the flush re-inserts it by the new deadline instead of running it. A member's
+        heartbeat moves its session deadline this way, several times per session, for the price of an
+        attribute store; the bucket's expiration costs one extra re-insert per session timeout."""
+        deadline_ms = now_ms + task.delay_ms
+        bucket = task._bucket
+        if bucket is not None and bucket is not self._due and deadline_ms >= task.deadline_ms:
+            task.deadline_ms = deadline_ms
+            return
+        self.add(task, now_ms)
+
     def advance_clock(self, now_ms: int) -> int:
         """Run every task due by now_ms: first those added already due, then expired buckets in expiration
         order (and anything they make due meanwhile); returns how many ran."""

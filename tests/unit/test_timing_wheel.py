@@ -292,6 +292,31 @@ def test_readding_a_scheduled_task_moves_it_to_the_new_deadline() -> None:
     assert log == ["a"]
 
 
+def test_extending_moves_the_deadline_lazily_and_the_task_runs_at_the_new_one() -> None:
+    log: list[str] = []
+    timer = Timer(start_ms=0)
+    task = RecordingTask("a", 10, log)
+    timer.add(task, now_ms=0)
+    bucket = task._bucket
+    timer.extend(task, now_ms=5)  # deadline 15: stays in its bucket (expiring at 10)
+    assert task._bucket is bucket and task.deadline_ms == 15
+    assert drive_to(timer, 14) == [10]  # the old bucket expires and re-inserts it; nothing runs
+    assert log == []
+    timer.advance_clock(15)
+    assert log == ["a"]
+
+
+def test_extending_to_an_earlier_deadline_moves_the_task_at_once() -> None:
+    log: list[str] = []
+    timer = Timer(start_ms=0)
+    task = RecordingTask("a", 100, log)
+    timer.add(task, now_ms=0)
+    task.delay_ms = 10
+    timer.extend(task, now_ms=0)
+    timer.advance_clock(10)
+    assert log == ["a"]
+
+
 def test_readding_a_cancelled_task_schedules_it_again() -> None:
     log: list[str] = []
     timer = Timer(start_ms=0)
@@ -369,6 +394,8 @@ OPS = st.lists(
         # A task that, when it runs, adds a child with its own delay (re-entrant add).
         st.tuples(st.just("add"), DELAYS, st.integers(min_value=0, max_value=3_000)),
         st.tuples(st.just("cancel"), st.integers(min_value=0, max_value=10**6), st.none()),
+        # Move a live task's deadline to now + the new delay (Timer.extend: lazily when it is later).
+        st.tuples(st.just("extend"), st.integers(min_value=0, max_value=10**6), DELAYS),
         st.tuples(st.just("advance"), ADVANCES, st.none()),
     ),
     max_size=60,
@@ -418,6 +445,15 @@ class Harness:
             self.cancelled.add(id(task))
         task.cancel()
 
+    def extend(self, index: int, delay_ms: int) -> None:
+        live = self.live()
+        if not live:
+            return
+        task = live[index % len(live)]
+        task.delay_ms = delay_ms
+        self.timer.extend(task, self.now_ms)
+        assert task.deadline_ms == self.now_ms + delay_ms
+
     def live(self) -> list[ModelTask]:
         return [t for t in self.tasks if id(t) not in self.ran_at and id(t) not in self.cancelled]
 
@@ -446,6 +482,8 @@ def test_timer_with_1ms_tick_runs_exactly_the_tasks_a_heap_model_says_are_due(
             assert id(task) not in harness.ran_at
         elif kind == "cancel":
             harness.cancel(value)
+        elif kind == "extend":
+            harness.extend(value, child)
         else:
             harness.now_ms += value
             ran_before = set(harness.ran_at)
@@ -478,6 +516,8 @@ def test_timer_with_coarse_tick_never_runs_early_and_never_late(
             harness.add(value, child)
         elif kind == "cancel":
             harness.cancel(value)
+        elif kind == "extend":
+            harness.extend(value, child)
         else:
             harness.now_ms += value
             harness.timer.advance_clock(harness.now_ms)
