@@ -44,6 +44,7 @@ from prometheus_client.utils import floatToGoString
 from coordinator_server.group.rebalance import GroupEvents
 from coordinator_server.group.state import GroupState
 from protocol.errors import Errors
+from protocol.framing import EncodedResponse
 
 log = structlog.get_logger("coordinator_server.metrics")
 
@@ -201,8 +202,10 @@ def observe_request(api: str, version: int, seconds: float, response: object | N
     """Count one request; `response` (None for acks=0) is scanned for non-zero error codes."""
     REQUEST_TALLY.observe(api, version, seconds)
     if response is not None:
-        for code in error_codes(response):
-            ERRORS.labels(api, _error_names.get(code, str(code))).inc()
+        codes = response.error_codes if isinstance(response, EncodedResponse) else error_codes(response)
+        for code in codes:
+            if code:
+                ERRORS.labels(api, _error_names.get(code, str(code))).inc()
 
 
 def observe_request_error(api: str, version: int, seconds: float, error_code: int) -> None:

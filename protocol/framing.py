@@ -10,9 +10,11 @@ Header versions (Kafka's generated `requestHeaderVersion` / `responseHeaderVersi
 """
 from __future__ import annotations
 
+import functools
 import io
 import struct
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_key import ApiKey
@@ -134,21 +136,44 @@ def decode_request_body(header: ParsedHeader, payload: bytes | memoryview) -> Ap
         ) from e
 
 
-def encode_response(response: ApiMessage, correlation_id: int) -> bytes:
+class EncodedResponse(NamedTuple):
+    """A response body already encoded at the request's version by one of the hand-written encoders
+    (protocol/*_wire.py), with what framing and metrics need: whether its header is the flexible one
+    (v1: tagged fields after the correlation id) and the error codes it carries."""
+
+    body: bytes
+    flexible_header: bool
+    error_codes: tuple[int, ...]
+
+
+def encode_response(response: ApiMessage | EncodedResponse, correlation_id: int) -> bytes:
     """Frame a response body (already built at the request's version) with its response header."""
+    if isinstance(response, EncodedResponse):
+        header = _RESPONSE_HEADER_V1.pack(correlation_id, 0) if response.flexible_header else \
+            _RESPONSE_HEADER_V0.pack(correlation_id)
+        return (len(header) + len(response.body)).to_bytes(4, "big") + header + response.body
     response.with_header(correlation_id=correlation_id)
     return bytes(response.encode(header=True, framed=True))
 
 
+_RESPONSE_HEADER_V0 = struct.Struct(">i")
+_RESPONSE_HEADER_V1 = struct.Struct(">ib")  # correlation id, no tagged fields
+
+
 def api_versions_body(version: int, error: Errors = Errors.NONE) -> ApiMessage:
     """Our ApiVersions answer at `version`; throttle 0, no feature flags."""
-    keys = [
-        ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-        for k, lo, hi in advertised_ranges()
-    ]
+    keys = list(_api_version_keys())
     if version >= 1:
         return ApiVersionsResponse[version](error_code=error, api_keys=keys, throttle_time_ms=0)
     return ApiVersionsResponse[0](error_code=error, api_keys=keys)
+
+
+@functools.cache
+def _api_version_keys() -> tuple[Any, ...]:
+    """Built once: every client asks on every connection, and building the ~40 entries with kafka-python's
+    classes cost more than the rest of the answer. The served ranges never change while the server runs."""
+    return tuple(ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                 for k, lo, hi in advertised_ranges())
 
 
 def unsupported_api_versions_response(correlation_id: int) -> bytes:

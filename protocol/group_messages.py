@@ -10,6 +10,7 @@ Kafka's request classes normalize them:
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 
 from kafka.protocol.api_message import ApiMessage
@@ -34,6 +35,7 @@ from coordinator_server.group.api import (
 from .errors import Errors
 
 
+@functools.lru_cache(maxsize=4096)  # per connection, and clients come back from the same few addresses
 def java_inet_address_string(ip: str) -> str:
     """Java's InetAddress.toString() for an address without a resolved host name: "/" + host address.
 
@@ -75,6 +77,8 @@ def join_group_input(req: ApiMessage, version: int, client_id: str | None, clien
 
 
 def join_group_response(result: JoinGroupResult, version: int) -> ApiMessage:
+    """kafka-python's JoinGroupResponse for `result`: the reference that protocol/group_wire.py's hand-written
+    encoder, which the server answers with, is held to byte for byte (tests/unit/test_group_wire.py)."""
     protocol_name = result.protocol_name
     if protocol_name is None and version < 7:
         protocol_name = ""  # not nullable before v7
@@ -119,6 +123,7 @@ def sync_group_input(req: ApiMessage, version: int) -> SyncGroupInput:
 
 
 def sync_group_response(result: SyncGroupResult, version: int) -> ApiMessage:
+    """The reference for protocol/group_wire.py's SyncGroup encoder (see join_group_response)."""
     fields: dict[str, object] = {"error_code": int(result.error), "assignment": result.assignment}
     if version >= 1:
         fields["throttle_time_ms"] = 0

@@ -70,6 +70,16 @@ def encode_string(value: str, compact: bool) -> bytes:
     return INT16.pack(len(raw)) + raw
 
 
+def encode_nullable_string(value: str | None, compact: bool) -> bytes:
+    if value is None:
+        return b"\x00" if compact else b"\xff\xff"
+    return encode_string(value, compact)
+
+
+def encode_bytes(value: bytes, compact: bool) -> bytes:
+    return (_uvarint(len(value) + 1) if compact else INT32.pack(len(value))) + value
+
+
 def encode_array_length(n: int, compact: bool) -> bytes:
     return _uvarint(n + 1) if compact else INT32.pack(n)
 

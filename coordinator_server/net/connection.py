@@ -48,6 +48,7 @@ from coordinator_server.security.authorizer import ANONYMOUS, Access
 from coordinator_server.security.sasl import SaslSession, SaslState
 from protocol.framing import (
     BodyDecodeError,
+    EncodedResponse,
     InvalidHeaderError,
     ParsedHeader,
     decode_request_body,
@@ -111,7 +112,7 @@ class Connection(asyncio.Protocol):
         self._finished = False
         self.peer_ip = "unknown"
         self.peer = "unknown"
-        self.client_host = java_inet_address_string(self.peer_ip)
+        self.client_host = "/unknown"  # Java's InetAddress.toString, set once the peer is known
         self._client_id: str | None = None
         self._sasl: SaslSession | None = None
         self._access = Access(None, ANONYMOUS)
@@ -367,7 +368,7 @@ class Connection(asyncio.Protocol):
         if sasl_pending and not sasl_gate.admitted(self._sasl, header):  # type: ignore[arg-type]
             raise _CloseConnection  # Kafka closes too: nothing else is served before authentication
         request = self._decode_body(header, payload)
-        response: ApiMessage | None = None
+        response: ApiMessage | EncodedResponse | None = None
         if sasl_pending:
             gate = await sasl_gate.answer(self._sasl, header, request)  # type: ignore[arg-type]
             self._close_after_write = gate.close
@@ -443,7 +444,7 @@ class Connection(asyncio.Protocol):
             raise _CloseConnection
         return request
 
-    async def _call_handler(self, header: ParsedHeader, request: ApiMessage) -> ApiMessage | None:
+    async def _call_handler(self, header: ParsedHeader, request: ApiMessage) -> ApiMessage | EncodedResponse | None:
         ctx = RequestContext(header=header, client_host=self.client_host, access=self._access,
                              endpoint=self._listener.endpoint if self._listener else None)
         try:

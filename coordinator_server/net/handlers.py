@@ -37,10 +37,11 @@ from coordinator_server.security.authorizer import ALLOW_ALL, Access
 from coordinator_server.topics.registry import Topic, is_valid_topic_name
 from coordinator_server.topics.store import TopicStore
 from protocol import group_messages as gm
+from protocol import group_wire
 from protocol.apis import API_TABLE
 from protocol.broker_messages import ControlledShutdownResponse
 from protocol.errors import Errors, KafkaError
-from protocol.framing import ParsedHeader, api_versions_body
+from protocol.framing import EncodedResponse, ParsedHeader, api_versions_body
 from protocol.offset_commit_wire import OffsetCommitWire
 
 log = structlog.get_logger("coordinator_server.net")
@@ -85,7 +86,7 @@ class RequestContext:
 
 
 # None: send no response at all (Produce with acks=0, whose client reads none).
-Handler = Callable[[ApiMessage, RequestContext], Awaitable[ApiMessage | None]]
+Handler = Callable[[ApiMessage, RequestContext], Awaitable[ApiMessage | EncodedResponse | None]]
 
 
 class RequestHandlers:
@@ -150,7 +151,7 @@ class RequestHandlers:
         """The OffsetCommit fast path (see OffsetHandlers.offset_commit_nowait)."""
         return self._offsets.offset_commit_nowait(req, access)
 
-    async def handle(self, request: ApiMessage, ctx: RequestContext) -> ApiMessage | None:
+    async def handle(self, request: ApiMessage, ctx: RequestContext) -> ApiMessage | EncodedResponse | None:
         return await self._handlers[ctx.header.api_key](request, ctx)
 
     # ------------------------------------------------------------------------------- ApiVersions
@@ -393,20 +394,20 @@ class RequestHandlers:
 
     # Each needs READ on the group (kafka-semantics.md §2.0), decided here so the core never sees principals.
 
-    async def handle_join_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+    async def handle_join_group(self, req: ApiMessage, ctx: RequestContext) -> EncodedResponse:
         inp = gm.join_group_input(req, ctx.version, ctx.header.client_id, ctx.client_host)
         if not ctx.access.group("READ", inp.group_id):
-            return gm.join_group_response(JoinGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
-        return gm.join_group_response(await self.runtime.join_group(inp), ctx.version)
+            return group_wire.join_group_response(JoinGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
+        return group_wire.join_group_response(await self.runtime.join_group(inp), ctx.version)
 
-    async def handle_sync_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+    async def handle_sync_group(self, req: ApiMessage, ctx: RequestContext) -> EncodedResponse:
         inp = gm.sync_group_input(req, ctx.version)
         # v5+ with a null ProtocolType/Name gets INCONSISTENT_GROUP_PROTOCOL from the core *before*
         # authorization in Kafka, so those skip the check here.
         null_protocol = ctx.version >= 5 and (inp.protocol_type is None or inp.protocol_name is None)
         if not null_protocol and not ctx.access.group("READ", inp.group_id):
-            return gm.sync_group_response(SyncGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
-        return gm.sync_group_response(await self.runtime.sync_group(inp), ctx.version)
+            return group_wire.sync_group_response(SyncGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
+        return group_wire.sync_group_response(await self.runtime.sync_group(inp), ctx.version)
 
     async def handle_heartbeat(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         return gm.heartbeat_response(self.heartbeat(gm.heartbeat_input(req, ctx.version), ctx.access), ctx.version)
