@@ -419,6 +419,12 @@ class CoordinatorRuntime:
         await self._drain_appends()
 
     def _advance_clock(self, now_ms: int) -> None:
+        deadline = self.coordinator.next_expiration_ms()
+        if deadline is None or deadline > now_ms:
+            # Nothing due (after most requests): only the core's clock moves. The wheels' own clocks catch
+            # up at the next expiration; a task added meanwhile lands in a coarser wheel and cascades.
+            self.coordinator.tick(now_ms)
+            return
         # Timers that come due here belong to whichever groups set them, not to the request whose call
         # happens to run them: their log lines must not carry this connection's peer and client id.
         contextvars.Context().run(self.coordinator.advance_clock, now_ms)

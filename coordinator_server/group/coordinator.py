@@ -114,6 +114,10 @@ class GroupCoordinator(RebalanceMechanics):
     def wall_ms(self) -> int:
         return self.now_ms + self.wall_offset_ms
 
+    def tick(self, now_ms: int) -> None:
+        """Move the clock with nothing due (the caller checked `next_expiration_ms`)."""
+        self._tick(now_ms)
+
     def advance_clock(self, now_ms: int) -> int:
         """Run every timer due by now_ms; returns how many ran.
 

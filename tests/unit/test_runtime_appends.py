@@ -72,6 +72,9 @@ class FakeCore:
         self.clock_advances += 1
         return 0
 
+    def tick(self, now_ms: int) -> None:  # the clock moving with nothing due
+        self.clock_advances += 1
+
     def next_expiration_ms(self) -> None:
         return None
 
