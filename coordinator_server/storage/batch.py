@@ -25,6 +25,7 @@ with warnings.catch_warnings():
                             category=DeprecationWarning)
     from kafka.errors import CorruptRecordError
     from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+    from kafka.record.util import calc_crc32c
 
 _HEADER = DefaultRecordBatch.HEADER_STRUCT
 HEADER_SIZE = _HEADER.size  # 61 bytes: BaseOffset .. RecordsCount
@@ -90,6 +91,8 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], base_offse
     """One uncompressed, non-transactional v2 batch, as Kafka's coordinator writes them, stamped with
     the partition leader epoch it is appended under. The cleaner passes the surviving records' own
     offset deltas and timestamps."""
+    if offset_deltas is None and timestamps is None and records:
+        return _build_contiguous(records, base_offset, timestamp_ms, leader_epoch)
     builder = DefaultRecordBatchBuilder(
         magic=2, compression_type=0, is_transactional=False, producer_id=_NO_PRODUCER,
         producer_epoch=-1, base_sequence=-1, batch_size=sys.maxsize,
@@ -106,6 +109,49 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], base_offse
     if leader_epoch:
         LEADER_EPOCH.pack_into(buf, LEADER_EPOCH_POS, leader_epoch)
     return bytes(buf)
+
+
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # BaseOffset .. RecordsCount (61 bytes)
+_CRC_FROM = 21  # Attributes: the CRC32C covers the batch from here on
+
+
+def _zigzag_varint(value: int) -> bytes:
+    value = (value << 1) ^ (value >> 63)
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+_NULL = _zigzag_varint(-1)
+
+
+def _build_contiguous(records: Sequence[tuple[bytes | None, bytes | None]], base_offset: int, timestamp_ms: int,
+                      leader_epoch: int) -> bytes:
+    """`build_batch` for what the server writes on every request (offsets contiguous, one timestamp), with
+    `struct` and one CRC call: byte for byte what kafka-python's DefaultRecordBatchBuilder builds
+    (tests/unit/test_batch_builder.py holds them equal on generated records), at a fraction of its calls per
+    record — the builder was a third of an OffsetCommit's cost."""
+    parts = []
+    for delta, (key, value) in enumerate(records):
+        # Attributes 0, timestamp delta 0, offset delta, key, value, no headers.
+        body = b"".join((b"\x00\x00", _zigzag_varint(delta),
+                         _NULL if key is None else _zigzag_varint(len(key)) + key,
+                         _NULL if value is None else _zigzag_varint(len(value)) + value, b"\x00"))
+        parts.append(_zigzag_varint(len(body)))
+        parts.append(body)
+    body = b"".join(parts)
+    count = len(records)
+    header = bytearray(_BATCH_HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body), leader_epoch, 2, 0, 0,
+                                          count - 1, timestamp_ms, timestamp_ms, _NO_PRODUCER, -1, -1, count))
+    crc = calc_crc32c(bytes(header[_CRC_FROM:]) + body)
+    struct.pack_into(">I", header, 17, crc)
+    return bytes(header) + body
 
 
 def check_batch(buf: bytes | bytearray, expected_offset: int | None, gaps: bool = False) -> DefaultRecordBatch:
