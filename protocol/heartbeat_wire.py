@@ -21,7 +21,7 @@ from typing import NamedTuple
 from coordinator_server.group.api import HeartbeatInput
 
 from .framing import read_plain_header
-from .wire_primitives import Unusual, nullable_string, string
+from .wire_primitives import NOT_TAKEN, nullable_string, string
 
 HEARTBEAT_API_KEY = 12
 MAX_VERSION = 4  # keep equal to API_TABLE's Heartbeat range (a test checks)
@@ -45,7 +45,7 @@ def parse_heartbeat(payload: bytes) -> HeartbeatRequest | None:
     """The Heartbeat request in a frame payload, or None when it is not one this parser takes."""
     try:
         return _parse(payload)
-    except (Unusual, struct.error, IndexError, UnicodeDecodeError):
+    except NOT_TAKEN:
         return None
 
 

@@ -20,7 +20,7 @@ from .framing import read_plain_header
 from .wire_primitives import (
     INT32,
     INT64,
-    Unusual,
+    NOT_TAKEN,
     array_length,
     encode_array_length,
     encode_string,
@@ -68,7 +68,7 @@ def parse_offset_commit(payload: bytes) -> OffsetCommitWire | None:
     """The OffsetCommit request in a frame payload, or None when it is not one this parser takes."""
     try:
         return _parse(payload)
-    except (Unusual, struct.error, IndexError, UnicodeDecodeError):
+    except NOT_TAKEN:
         return None
 
 

@@ -15,6 +15,11 @@ class Unusual(Exception):
     """Not a shape these parsers take: the generic path decides."""
 
 
+# What a parser meeting bytes it does not take may raise; its caller answers None (the generic path).
+NOT_TAKEN = (Unusual, struct.error, IndexError, UnicodeDecodeError)
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
 def string(payload: bytes, pos: int, compact: bool) -> tuple[str, int]:
     """A non-null string; null, or a compact length needing a multi-byte varint, is unusual."""
     value, pos = nullable_string(payload, pos, compact)
@@ -66,7 +71,7 @@ def no_tagged_fields(payload: bytes, pos: int) -> int:
 def encode_string(value: str, compact: bool) -> bytes:
     raw = value.encode()
     if compact:
-        return _uvarint(len(raw) + 1) + raw
+        return uvarint(len(raw) + 1) + raw
     return INT16.pack(len(raw)) + raw
 
 
@@ -77,14 +82,17 @@ def encode_nullable_string(value: str | None, compact: bool) -> bytes:
 
 
 def encode_bytes(value: bytes, compact: bool) -> bytes:
-    return (_uvarint(len(value) + 1) if compact else INT32.pack(len(value))) + value
+    return (uvarint(len(value) + 1) if compact else INT32.pack(len(value))) + value
 
 
 def encode_array_length(n: int, compact: bool) -> bytes:
-    return _uvarint(n + 1) if compact else INT32.pack(n)
+    return uvarint(n + 1) if compact else INT32.pack(n)
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
+    """An unsigned varint (zigzag-encode a signed value first where the format says so)."""
+    if n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)

@@ -18,6 +18,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO, NamedTuple
 
+from protocol.wire_primitives import uvarint
+
 # Importing kafka loads kafka-python's JSON specs through importlib.resources calls deprecated since
 # Python 3.11; that warning is about kafka-python, and `filterwarnings = error` would fail the import.
 with warnings.catch_warnings():
@@ -116,18 +118,9 @@ _CRC_FROM = 21  # Attributes: the CRC32C covers the batch from here on
 
 
 def _zigzag_varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    if value < 0x80:
-        return _ONE_BYTE[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return uvarint((value << 1) ^ (value >> 63))
 
 
-_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
 _NULL = _zigzag_varint(-1)
 
 
