@@ -21,8 +21,14 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from coordinator_server.group.consumer.records import CONSUMER_GROUP_RECORD_TYPES
 from coordinator_server.group.records import GroupMetadataRecord, GroupMetadataValue, OffsetCommitRecord
-from coordinator_server.storage.codec import OtherRecord, RecordDecodeError, decode_or_error
+from coordinator_server.storage.codec import (
+    OtherRecord,
+    RecordDecodeError,
+    decode_or_error,
+    record_key_version,
+)
 
 # kafka-python 3.0.12 reads its JSON specs with importlib.resources functions deprecated since 3.11.
 with warnings.catch_warnings():
@@ -122,8 +128,11 @@ def _offsets_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
         case RecordDecodeError() as e:
             return {"record_type": "error", "error": str(e)}
         case OtherRecord(key_version=version):
-            # KIP-848 / share / streams group records: the server skips them on replay, and so do the jobs.
+            # Share / streams group records: the server skips them on replay, and so do the jobs.
             return {"record_type": "other", "key_version": version}
+        case rec if isinstance(rec, CONSUMER_GROUP_RECORD_TYPES):
+            # KIP-848 consumer group records: the jobs do not read them yet (counted with the others).
+            return {"record_type": "other", "key_version": record_key_version(bytes(key or b""))}
         case OffsetCommitRecord() as commit:
             return _offset_commit_row(commit)
         case GroupMetadataRecord(group_id=group, value=group_value):

@@ -51,13 +51,21 @@ from .api import (
     SyncGroupInput,
     SyncGroupResult,
 )
+from .consumer import admin as consumer_admin
+from .consumer.api import ConsumerGroupDescription, ConsumerGroupHeartbeatInput, HeartbeatCallback
+from .consumer.group import ConsumerGroup, ConsumerGroupState
+from .consumer.loader import ConsumerGroupLoader
+from .consumer.manager import ConsumerGroupEvents, ConsumerGroupManager
+from .consumer.records import CONSUMER_GROUP_RECORD_TYPES
+from .consumer.settings import ConsumerGroupConfig
+from .consumer.topics import TopicsImage
 from .group import GroupMetadata
 from .loader import GroupLoader
 from .member import MemberMetadata
 from .offsets import OffsetManager
 from .partitioner import partition_for
 from .rebalance import GroupEvents, RebalanceMechanics, map_group_write_error
-from .records import CoordinatorRecord, GroupMetadataRecord
+from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitValue
 from .settings import GroupConfig
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 
@@ -76,6 +84,9 @@ class GroupCoordinator(RebalanceMechanics):
         member_id_factory: Callable[[str], str] = default_member_id,
         wall_offset_ms: int = 0,
         events: GroupEvents | None = None,
+        consumer_config: ConsumerGroupConfig | None = None,
+        topics: TopicsImage | None = None,
+        consumer_events: ConsumerGroupEvents | None = None,
     ) -> None:
         self.config = config
         self.events = events or GroupEvents()
@@ -102,6 +113,8 @@ class GroupCoordinator(RebalanceMechanics):
             self, self.emit_append, config.offset_metadata_max_bytes, config.offsets_retention_ms
         )
         self.admin = GroupAdmin(self, self.emit_append)
+        # KIP-848 consumer groups share the group-id space, the gate, the clock and the appends.
+        self.consumer = ConsumerGroupManager(self, self.emit_append, consumer_config, topics, events=consumer_events)
         self._cleanup = _OffsetsCleanup(self)
 
     # -- time and effects ----------------------------------------------------------------------------
@@ -191,10 +204,23 @@ class GroupCoordinator(RebalanceMechanics):
             # The first load is when the core first knows the time: start the periodic cleanup.
             self.timer.add(self._cleanup, self.now_ms)
         loader = GroupLoader()
+        consumer_loader = ConsumerGroupLoader()
         for record in records:
-            loader.apply(record)
-        loaded = 0
+            if isinstance(record, CONSUMER_GROUP_RECORD_TYPES):
+                consumer_loader.apply(record)
+            else:
+                loader.apply(record)
+        loaded = self.consumer.load(consumer_loader.groups.values())
         for group in loader.build(self.wall_ms):
+            consumer_group = consumer_loader.groups.get(group.group_id)
+            if consumer_group is not None:
+                # Offsets load as a simple group when no classic group record names them: they are the
+                # consumer group's (a classic record left next to live consumer records is stale).
+                if group.members or group.protocol_type is not None:
+                    log.warning("classic_group_record_ignored", group_id=group.group_id,
+                                reason="the group is a consumer group")
+                consumer_group.offsets = group.offsets
+                continue
             self.groups[group.group_id] = group
             loaded += 1
             for member in list(group.members.values()):
@@ -225,6 +251,9 @@ class GroupCoordinator(RebalanceMechanics):
             self._unload_group(group, reason)
             del self.groups[group.group_id]
             unloaded += 1
+        for consumer_group in [g for g in self.consumer.groups.values() if self.partition_for(g.group_id) == partition]:
+            self.consumer.remove_group(consumer_group, reason)
+            unloaded += 1
         log.info("partition_unloaded", partition=partition, leader_epoch=leader_epoch, groups=unloaded,
                  reason=reason)
         return unloaded
@@ -237,6 +266,8 @@ class GroupCoordinator(RebalanceMechanics):
         for group in list(self.groups.values()):
             self._unload_group(group)
         self.groups.clear()
+        for consumer_group in list(self.consumer.groups.values()):
+            self.consumer.remove_group(consumer_group, "coordinator shutdown")
 
     def _unload_group(self, group: GroupMetadata, reason: str = "coordinator shutdown") -> None:
         previous = group.state
@@ -289,6 +320,16 @@ class GroupCoordinator(RebalanceMechanics):
             if records:
                 # Like Kafka's acks=0 tombstones: a lost one is simply reissued at the next cleanup.
                 self.emit_append(group.group_id, tuple(records), lambda error: None)
+        for consumer_group in list(self.consumer.groups.values()):
+            records = list(self.offsets.cleanup_expired_consumer_group_offsets(consumer_group, wall_ms))
+            expired_total += len(records)
+            if (consumer_group.state is ConsumerGroupState.EMPTY and not consumer_group.offsets
+                    and not consumer_group.pending_offset_commits):
+                records.extend(consumer_admin.group_tombstones(consumer_group))
+                self.consumer.remove_group(consumer_group, "empty with no committed offsets")
+                removed_groups += 1
+            if records:
+                self.emit_append(consumer_group.group_id, tuple(records), lambda error: None)
         if expired_total or removed_groups:
             log.info("offsets_expired", offsets=expired_total, groups_removed=removed_groups)
         return expired_total, removed_groups
@@ -306,6 +347,50 @@ class GroupCoordinator(RebalanceMechanics):
     def handle_delete_groups(self, group_ids: list[str | None], now_ms: int, respond: DeleteGroupsCallback) -> None:
         self._tick(now_ms)
         self.admin.delete_groups(group_ids, respond)
+
+    # -- KIP-848 consumer groups (consumer/) ----------------------------------------------------------
+
+    def handle_consumer_group_heartbeat(self, inp: ConsumerGroupHeartbeatInput, now_ms: int,
+                                        respond: HeartbeatCallback) -> None:
+        self._tick(now_ms)
+        self.consumer.handle_heartbeat(inp, respond)
+
+    def handle_consumer_group_describe(self, group_ids: list[str], now_ms: int) -> list[ConsumerGroupDescription]:
+        self._tick(now_ms)
+        return self.consumer.describe_groups(group_ids)
+
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroup]:
+        return self.consumer.groups
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self.consumer.groups.get(group_id)
+
+    def remove_consumer_group(self, group: ConsumerGroup, reason: str) -> None:
+        self.consumer.remove_group(group, reason)
+
+    def classic_group_is_empty(self, group_id: str) -> bool | None:
+        group = self.groups.get(group_id)
+        return None if group is None else group.is_state(EMPTY)
+
+    def take_over_classic_group(self, group_id: str) -> tuple[dict[tuple[str, int], OffsetCommitValue], CoordinatorRecord]:
+        group = self.groups[group_id]
+        self.remove_group(group)
+        return group.offsets, GroupMetadataRecord(group_id, None)
+
+    def _maybe_replace_empty_consumer_group(self, group_id: str) -> Errors | None:
+        """A classic JoinGroup for a consumer group: an empty one gives way, keeping its offsets (Kafka);
+        a member of the classic protocol inside a consumer group is not served."""
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is None:
+            return None
+        if consumer_group.state is not ConsumerGroupState.EMPTY:
+            return Errors.INCONSISTENT_GROUP_PROTOCOL
+        self.emit_append(group_id, tuple(consumer_admin.group_tombstones(consumer_group)), lambda error: None)
+        self.consumer.remove_group(consumer_group, "a classic protocol member joined the empty consumer group")
+        group = self._create_group(group_id)
+        group.offsets = consumer_group.offsets
+        return None
 
     # -- the gate (§2.1) -----------------------------------------------------------------------------
 
@@ -349,6 +434,11 @@ class GroupCoordinator(RebalanceMechanics):
             respond(JoinGroupResult(Errors.INVALID_SESSION_TIMEOUT, member_id=inp.member_id))
             return
         is_unknown_member = inp.member_id == ""
+        if inp.group_id in self.consumer.groups:
+            error = self._maybe_replace_empty_consumer_group(inp.group_id)
+            if error is not None:
+                respond(JoinGroupResult(error, member_id=inp.member_id))
+                return
         group = self.groups.get(inp.group_id)
         if group is None:
             if not is_unknown_member:

@@ -15,6 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
+from ..records import OffsetCommitValue
 from .member import ConsumerGroupMember, MemberState, new_member
 from .records import (
     EMPTY_ASSIGNMENT,
@@ -73,7 +74,7 @@ class ConsumerGroup:
         self._not_reconciled: set[str] = set()
         self.dead = False
         # Committed offsets live with the group, as the classic group's do (coordinator_server/group/offsets.py).
-        self.offsets: dict[tuple[str, int], object] = {}
+        self.offsets: dict[tuple[str, int], OffsetCommitValue] = {}
         self.pending_offset_commits: dict[tuple[str, int], int] = {}
 
     # -- questions -------------------------------------------------------------------------------------
@@ -122,6 +123,14 @@ class ConsumerGroup:
 
     def is_empty(self) -> bool:
         return not self.members
+
+    @property
+    def removed(self) -> bool:
+        """Deleted or unloaded: a commit completing now must not resurrect its offsets."""
+        return self.dead
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return topic in self.subscribed_topic_names()
 
     def members_using_classic_protocol(self) -> int:
         return sum(1 for m in self.members.values() if m.uses_classic_protocol)

@@ -29,9 +29,15 @@ from coordinator_server.purgatory import Timer, TimerTask
 from protocol.errors import Errors
 
 from ..api import AppendRecords
-from ..records import CoordinatorRecord
+from ..records import CoordinatorRecord, OffsetCommitValue
+from . import admin
 from . import regex as regexes
-from .api import ConsumerGroupHeartbeatInput, ConsumerGroupHeartbeatResult, HeartbeatCallback
+from .api import (
+    ConsumerGroupDescription,
+    ConsumerGroupHeartbeatInput,
+    ConsumerGroupHeartbeatResult,
+    HeartbeatCallback,
+)
 from .assignors import ASSIGNORS, PartitionAssignorError
 from .errors import ConsumerGroupError, group_not_found, invalid_request, not_a_consumer_group, unknown_member
 from .group import ConsumerGroup
@@ -94,7 +100,7 @@ class ConsumerGroupsHost(Protocol):
         """None: no classic group of that id; True: one without members (a consumer group may take it)."""
         ...
 
-    def take_over_classic_group(self, group_id: str) -> tuple[dict[tuple[str, int], object], CoordinatorRecord]:
+    def take_over_classic_group(self, group_id: str) -> tuple[dict[tuple[str, int], OffsetCommitValue], CoordinatorRecord]:
         """Remove the empty classic group; its committed offsets and the tombstone that deletes it."""
         ...
 
@@ -254,7 +260,7 @@ class ConsumerGroupManager:
     # -- the group and the member ---------------------------------------------------------------------
 
     def _get_or_maybe_create_group(self, group_id: str, create: bool, records: list[CoordinatorRecord]
-                                   ) -> tuple[ConsumerGroup, dict[tuple[str, int], object] | None]:
+                                   ) -> tuple[ConsumerGroup, dict[tuple[str, int], OffsetCommitValue] | None]:
         group = self.groups.get(group_id)
         if group is not None:
             return group, None
@@ -528,6 +534,51 @@ class ConsumerGroupManager:
         records = self._fence(group, member, reason)
         # Like Kafka's timer-driven writes: a lost one is simply redone when the member is fenced again.
         self.append(group_id, tuple(records), lambda error: None)
+
+    # -- the group table: loading, unloading, removing, describing ---------------------------------------
+
+    def load(self, groups: Iterable[ConsumerGroup]) -> int:
+        """Groups replayed from the log take over; every member gets a fresh session timeout (and a
+        rebalance timeout if it still has partitions to revoke), as Kafka's onLoaded does."""
+        count = 0
+        for group in groups:
+            self.groups[group.group_id] = group
+            count += 1
+            for member in group.members.values():
+                self._schedule_session_timeout(group.group_id, member.member_id)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(group.group_id, member)
+        return count
+
+    def remove_group(self, group: ConsumerGroup, reason: str) -> None:
+        """Forget the group (deleted, expired or unloaded); its tombstones are the caller's to write."""
+        group.dead = True
+        for member_id in list(group.members):
+            self._cancel_timers(group.group_id, member_id)
+        self.groups.pop(group.group_id, None)
+        log.info("consumer_group_removed", group_id=group.group_id, members=len(group.members), reason=reason)
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
+        """ConsumerGroupDescribe: each group as the coordinator sees it, or why it cannot say."""
+        out = []
+        for group_id in group_ids:
+            error = self.host.validate_group_status(group_id)
+            if error is not None:
+                out.append(ConsumerGroupDescription(group_id, error))
+                continue
+            group = self.groups.get(group_id)
+            if group is None:
+                if self.host.classic_group_is_empty(group_id) is not None:
+                    out.append(admin.not_found(group_id, f"Group {group_id} is not a consumer group."))
+                else:
+                    out.append(admin.not_found(group_id, f"Group {group_id} not found."))
+                continue
+            out.append(admin.describe(group, self.config.default_assignor, self._topic_name))
+        return out
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.topics.topic_by_id(topic_id)
+        return None if topic is None else topic.name
 
     # -- applying records ---------------------------------------------------------------------------------
 
