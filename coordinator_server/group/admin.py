@@ -66,6 +66,12 @@ class GroupAdmin:
             return GroupDescription(group_id or "", error, "", "", "")
         assert group_id is not None
         group = self.core.groups.get(group_id)
+        if group is None and group_id in self.core.consumer_groups:
+            # Kafka's classicGroup lookup: DescribeGroups v6 says why; older versions only see a Dead group.
+            if api_version >= 6:
+                return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, str(DEAD), "", "",
+                                        error_message=f"Group {group_id} is not a classic group.")
+            return GroupDescription(group_id, Errors.NONE, str(DEAD), "", "")
         if group is None or group.is_state(DEAD):
             if api_version >= 6:
                 return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, "", "", "")

@@ -239,6 +239,7 @@ class GroupDescription:
     protocol_type: str
     protocol_data: str
     members: tuple[MemberDescription, ...] = ()
+    error_message: str | None = None  # None: the error's default message
 
 
 @dataclass(frozen=True, slots=True)

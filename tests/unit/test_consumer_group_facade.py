@@ -118,7 +118,8 @@ def test_describe_groups_sees_a_consumer_group_as_kafka_does() -> None:
     [described] = h.coordinator.handle_describe_groups(["cg"], 5, h.now)
     assert (described.error, described.state, described.members) == (Errors.NONE, "Dead", ())
     [v6] = h.coordinator.handle_describe_groups(["cg"], 6, h.now)
-    assert v6.error is Errors.GROUP_ID_NOT_FOUND
+    assert (v6.error, v6.state, v6.error_message) == (Errors.GROUP_ID_NOT_FOUND, "Dead",
+                                                      "Group cg is not a classic group.")
 
 
 def test_consumer_group_describe() -> None:
