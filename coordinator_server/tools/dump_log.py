@@ -224,7 +224,7 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> dict[str, A
     if isinstance(rec, RecordDecodeError):
         return {"record_type": "unknown", "error": str(rec)}
     if isinstance(rec, OtherRecord):
-        # KIP-848 / share-group / streams-group record types: the server skips them on replay, so do we.
+        # Share-group / streams-group record types: the server skips them on replay, so do we.
         return {"record_type": "unknown", "key_version": rec.key_version}
     if isinstance(rec, OffsetCommitRecord):
         v = rec.value
