@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from itertools import pairwise
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -26,155 +23,25 @@ import pytest
 from tests.integration.conftest import ServerFactory, ServerProcess
 from tests.integration.e2e_support import free_port
 
-pytestmark = pytest.mark.integration
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-TOPIC = "orders"
-PARTITIONS = 10
+from tests.integration.consumer_protocol_support import (  # noqa: E402 (after the importorskip)
+    PARTITIONS,
+    TOPIC,
+    KeyedStream,
+    Member,
+    Timeline,
+    settled,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
 # Fast reconciliation: members heartbeat every 250 ms; a silent member goes after 6 s.
 FLAGS: dict[str, Any] = dict(
     topic=[f"{TOPIC}:{PARTITIONS}"], group_consumer_min_heartbeat_interval_ms=100,
     group_consumer_heartbeat_interval_ms=250, group_consumer_min_session_timeout_ms=3000,
     group_consumer_session_timeout_ms=6000,
 )
-
-
-@dataclass
-class Timeline:
-    """Every assign/revoke callback and every message, with the time it happened (one process, one clock)."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    events: list[tuple[float, str, str, int]] = field(default_factory=list)  # (t, member, assign|revoke, p)
-    messages: list[tuple[float, str, int, int, bytes]] = field(default_factory=list)  # (t, member, p, offset, key)
-
-    def add(self, member: str, kind: str, partitions: list[Any]) -> None:
-        now = time.monotonic()
-        with self.lock:
-            self.events.extend((now, member, kind, tp.partition) for tp in partitions)
-
-    def intervals(self) -> dict[int, list[tuple[float, float, str]]]:
-        """Per partition, the (from, to, member) spans each member held it."""
-        open_at: dict[tuple[str, int], float] = {}
-        spans: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
-        with self.lock:
-            events = sorted(self.events)
-        for t, member, kind, p in events:
-            if kind == "assign":
-                open_at[(member, p)] = t
-            elif (member, p) in open_at:
-                spans[p].append((open_at.pop((member, p)), t, member))
-        for (member, p), t in open_at.items():
-            spans[p].append((t, float("inf"), member))
-        return spans
-
-
-class Member:
-    """A confluent-kafka consumer with group.protocol=consumer, polled by its own thread."""
-
-    def __init__(self, srv: ServerProcess, name: str, timeline: Timeline, group: str,
-                 instance_id: str | None = None) -> None:
-        self.name = name
-        self.timeline = timeline
-        conf: dict[str, Any] = {
-            "bootstrap.servers": srv.address, "group.id": group, "group.protocol": "consumer",
-            "client.id": name, "auto.offset.reset": "earliest", "enable.auto.commit": True,
-            "auto.commit.interval.ms": 200, "fetch.wait.max.ms": 50, "topic.metadata.refresh.interval.ms": 1000,
-            "log_level": 0,
-        }
-        if instance_id is not None:
-            conf["group.instance.id"] = instance_id
-        self.consumer = confluent_kafka.Consumer(conf)
-        self.consumer.subscribe([TOPIC], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                on_lost=self._on_revoke)
-        self.stopping = threading.Event()
-        self.errors: list[str] = []
-        # What the callbacks said it holds: Consumer.assignment() from another thread than the polling one
-        # can block on librdkafka's main thread while that waits for a callback on the polling one.
-        self.held: set[int] = set()
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.thread.start()
-
-    def _on_assign(self, _consumer: Any, partitions: list[Any]) -> None:
-        self.timeline.add(self.name, "assign", partitions)
-        with self.timeline.lock:
-            self.held |= {tp.partition for tp in partitions}
-
-    def _on_revoke(self, _consumer: Any, partitions: list[Any]) -> None:
-        self.timeline.add(self.name, "revoke", partitions)
-        with self.timeline.lock:
-            self.held -= {tp.partition for tp in partitions}
-
-    def _run(self) -> None:
-        while not self.stopping.is_set():
-            msg = self.consumer.poll(0.1)
-            if msg is None:
-                continue
-            if msg.error():
-                self.errors.append(str(msg.error()))
-                continue
-            with self.timeline.lock:
-                self.timeline.messages.append((time.monotonic(), self.name, msg.partition(), msg.offset(), msg.key()))
-
-    def assignment(self) -> set[int]:
-        with self.timeline.lock:
-            return set(self.held)
-
-    def close(self) -> None:
-        """Leave the group (epoch -1, or -2 for a static member) from the polling thread's consumer."""
-        self.stopping.set()
-        self.thread.join(10)
-        self.consumer.close()
-
-
-class KeyedStream:
-    """Produces keyed records at a steady pace until stopped; remembers where each went."""
-
-    def __init__(self, srv: ServerProcess, per_second: int = 200) -> None:
-        self.producer = confluent_kafka.Producer({"bootstrap.servers": srv.address, "linger.ms": 5, "log_level": 0})
-        self.sent: dict[tuple[int, int], bytes] = {}
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.per_second = per_second
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _delivered(self, err: Any, msg: Any) -> None:  # on the producing thread (producer.poll)
-        if err is None:
-            with self.lock:
-                self.sent[(msg.partition(), msg.offset())] = msg.key()
-
-    def _run(self) -> None:
-        i = 0
-        while not self.stopping.is_set():
-            self.producer.produce(TOPIC, key=b"key-%d" % (i % 97), value=b"%d" % i, on_delivery=self._delivered)
-            i += 1
-            self.producer.poll(0)
-            time.sleep(1 / self.per_second)
-        self.producer.flush(10)
-
-    def stop(self) -> dict[tuple[int, int], bytes]:
-        self.stopping.set()
-        self.thread.join(15)
-        with self.lock:
-            return dict(self.sent)
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def settled(members: list[Member]) -> Callable[[], bool]:
-    """Every partition held by exactly one of `members`, the counts balanced (the uniform assignor)."""
-    def check() -> bool:
-        held = [m.assignment() for m in members]
-        share = PARTITIONS // len(members)
-        return (sum(len(h) for h in held) == PARTITIONS and set().union(*held) == set(range(PARTITIONS))
-                and all(share <= len(h) <= share + 1 for h in held))
-    return check
 
 
 @pytest.fixture
@@ -184,7 +51,7 @@ def srv(server_factory: ServerFactory) -> Iterator[ServerProcess]:
 
 def test_scale_1_3_5_3_1_while_consuming_a_keyed_stream(srv: ServerProcess) -> None:
     timeline = Timeline()
-    stream = KeyedStream(srv)
+    stream = KeyedStream(srv.address)
     members: list[Member] = []
     phases: list[tuple[float, float, dict[str, set[int]], dict[str, set[int]]]] = []  # start, end, held before, after
 
@@ -192,7 +59,7 @@ def test_scale_1_3_5_3_1_while_consuming_a_keyed_stream(srv: ServerProcess) -> N
         before = {m.name: m.assignment() for m in members}
         start = time.monotonic()
         while len(members) < count:
-            members.append(Member(srv, f"c{len(members)}", timeline, "scaling"))
+            members.append(Member(srv.address, f"c{len(members)}", timeline, "scaling"))
         while len(members) > count:
             members.pop().close()
         wait_until(settled(members), 30, f"{count} members to share the partitions")
@@ -233,15 +100,15 @@ def test_scale_1_3_5_3_1_while_consuming_a_keyed_stream(srv: ServerProcess) -> N
 
 def test_static_member_restarts_without_reassignment(srv: ServerProcess) -> None:
     timeline = Timeline()
-    a = Member(srv, "a1", timeline, "static", instance_id="a")
-    b = Member(srv, "b1", timeline, "static", instance_id="b")
+    a = Member(srv.address, "a1", timeline, "static", instance_id="a")
+    b = Member(srv.address, "b1", timeline, "static", instance_id="b")
     wait_until(settled([a, b]), 30, "two static members to share the partitions")
     a_before, b_before = a.assignment(), b.assignment()
     epochs_before = len(srv.events("consumer_group_epoch_bumped"))
     left_at = time.monotonic()
     a.close()  # a static member leaves with epoch -2: its partitions wait for it
     srv.wait_for_event("static_member_left_temporarily", group_instance_id="a")
-    a2 = Member(srv, "a2", timeline, "static", instance_id="a")
+    a2 = Member(srv.address, "a2", timeline, "static", instance_id="a")
     wait_until(lambda: a2.assignment() == a_before, 20, "the restarted member to get its partitions back")
     time.sleep(1.0)
     assert b.assignment() == b_before
@@ -267,7 +134,7 @@ while True:
 
 def test_a_killed_member_is_fenced_and_its_partitions_move(srv: ServerProcess) -> None:
     timeline = Timeline()
-    survivor = Member(srv, "survivor", timeline, "killed")
+    survivor = Member(srv.address, "survivor", timeline, "killed")
     wait_until(lambda: survivor.assignment() == set(range(PARTITIONS)), 20, "the first member's assignment")
     victim = subprocess.Popen([sys.executable, "-c", _KILLABLE, srv.address, TOPIC], stdout=subprocess.PIPE,
                               text=True)
@@ -289,7 +156,7 @@ def test_a_killed_member_is_fenced_and_its_partitions_move(srv: ServerProcess) -
 def test_server_kill9_and_restart_resumes_the_group_at_its_epochs(server_factory: ServerFactory) -> None:
     srv = server_factory(port=free_port(), **FLAGS)
     timeline = Timeline()
-    members = [Member(srv, f"r{i}", timeline, "restart") for i in range(2)]
+    members = [Member(srv.address, f"r{i}", timeline, "restart") for i in range(2)]
     wait_until(settled(members), 30, "two members to share the partitions")
     before = [m.assignment() for m in members]
     epoch_before = srv.events("consumer_group_target_assigned")[-1]["assignment_epoch"]
@@ -311,7 +178,7 @@ def test_server_kill9_and_restart_resumes_the_group_at_its_epochs(server_factory
 def test_admin_client_sees_a_consumer_group(srv: ServerProcess) -> None:
     from confluent_kafka.admin import AdminClient
     timeline = Timeline()
-    member = Member(srv, "described", timeline, "described-group")
+    member = Member(srv.address, "described", timeline, "described-group")
     wait_until(lambda: member.assignment() == set(range(PARTITIONS)), 20, "the assignment")
     admin = AdminClient({"bootstrap.servers": srv.address, "log_level": 0})
     listed = admin.list_consumer_groups().result(10)
