@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coordinator_server.group.consumer.settings import MIGRATION_POLICIES
 from coordinator_server.security.listeners import parse_listeners
 from coordinator_server.security.sasl import parse_mechanisms
 
@@ -72,6 +73,7 @@ class Config:
     group_consumer_max_session_timeout_ms: int = 60_000
     group_consumer_max_size: int = INT32_MAX
     group_consumer_assignors: str = "uniform,range"
+    group_consumer_migration_policy: str = "bidirectional"
     topics: tuple[TopicSpec, ...] = ()
     log_format: str = "console"
     log_level: str = "info"
@@ -231,6 +233,8 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--group-consumer-max-size", "group_consumer_max_size", _positive, "group.consumer.max.size"),
     ("--group-consumer-assignors", "group_consumer_assignors", str,
      "group.consumer.assignors: server-side assignors, the first is the default (uniform, range)"),
+    ("--group-consumer-migration-policy", "group_consumer_migration_policy", str,
+     "group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled"),
     ("--log-format", "log_format", str, "console or json"),
     ("--log-level", "log_level", str, "debug, info, warning or error"),
     ("--fsync", "fsync", _fsync, "always | interval:MS | never"),
@@ -489,6 +493,8 @@ def _consumer_group_error(config: Config) -> str | None:
     known = ("uniform", "range")
     if not assignors or any(a not in known for a in assignors) or len(set(assignors)) != len(assignors):
         return f"--group-consumer-assignors must list some of {', '.join(known)}, each once"
+    if c.group_consumer_migration_policy not in MIGRATION_POLICIES:
+        return f"--group-consumer-migration-policy must be one of {', '.join(MIGRATION_POLICIES)}"
     return None
 
 

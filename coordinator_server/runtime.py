@@ -177,6 +177,7 @@ def consumer_group_config(config: Config) -> ConsumerGroupConfig:
         session_timeout_ms=config.group_consumer_session_timeout_ms,
         max_size=config.group_consumer_max_size,
         assignors=consumer_group_assignors(config),
+        migration_policy=config.group_consumer_migration_policy,
     )
 
 

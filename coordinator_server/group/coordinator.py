@@ -53,15 +53,25 @@ from .api import (
 )
 from .consumer import admin as consumer_admin
 from .consumer.api import ConsumerGroupDescription, ConsumerGroupHeartbeatInput, HeartbeatCallback
+from .consumer.classic_members import ClassicMembers
+from .consumer.errors import ConsumerGroupError
 from .consumer.group import ConsumerGroup, ConsumerGroupState
 from .consumer.loader import ConsumerGroupLoader
 from .consumer.manager import ConsumerGroupEvents, ConsumerGroupManager
+from .consumer.member import ConsumerGroupMember
 from .consumer.records import CONSUMER_GROUP_RECORD_TYPES
 from .consumer.settings import ConsumerGroupConfig
 from .consumer.topics import TopicsImage
 from .group import GroupMetadata
 from .loader import GroupLoader
 from .member import MemberMetadata
+from .migration import (
+    MalformedConsumerProtocol,
+    classic_group_from_consumer,
+    consumer_group_records,
+    downgrade_refusal,
+    upgrade_refusal,
+)
 from .offsets import OffsetManager
 from .partitioner import partition_for
 from .rebalance import GroupEvents, RebalanceMechanics, map_group_write_error
@@ -115,6 +125,8 @@ class GroupCoordinator(RebalanceMechanics):
         self.admin = GroupAdmin(self, self.emit_append)
         # KIP-848 consumer groups share the group-id space, the gate, the clock and the appends.
         self.consumer = ConsumerGroupManager(self, self.emit_append, consumer_config, topics, events=consumer_events)
+        # KIP-848 migration: classic members inside consumer groups (consumer/classic_members.py).
+        self.classic_members = ClassicMembers(self.consumer)
         self._cleanup = _OffsetsCleanup(self)
 
     # -- time and effects ----------------------------------------------------------------------------
@@ -378,14 +390,76 @@ class GroupCoordinator(RebalanceMechanics):
         self.remove_group(group)
         return group.offsets, GroupMetadataRecord(group_id, None)
 
+    # -- KIP-848 migration between the protocols (migration.py) ----------------------------------------
+
+    def upgrade_classic_group(self, group_id: str
+                              ) -> tuple[list[CoordinatorRecord], dict[tuple[str, int], OffsetCommitValue]] | None:
+        group = self.groups[group_id]
+        config = self.consumer.config
+        refusal = upgrade_refusal(group, config.migration_policy, config.max_size)
+        if refusal is not None:
+            log.info("classic_group_not_upgraded", group_id=group_id, reason=refusal)
+            return None
+        try:
+            records = consumer_group_records(group, self._topic_id)
+        except MalformedConsumerProtocol as e:
+            log.warning("classic_group_not_upgraded", group_id=group_id, reason=str(e))
+            raise ConsumerGroupError(Errors.GROUP_ID_NOT_FOUND,
+                                     f"Cannot upgrade the classic group {group_id} to consumer group because the "
+                                     f"embedded consumer protocol is malformed.") from None
+        self._retire_classic_group(group, "upgraded to a consumer group")
+        return [GroupMetadataRecord(group_id, None), *records], group.offsets
+
+    def downgrade_consumer_group(self, group: ConsumerGroup, remaining: list[ConsumerGroupMember]
+                                 ) -> list[CoordinatorRecord] | None:
+        refusal = downgrade_refusal(remaining, self.consumer.config.migration_policy, self.config.group_max_size)
+        if refusal is not None:
+            if remaining and all(m.uses_classic_protocol for m in remaining):
+                log.info("consumer_group_not_downgraded", group_id=group.group_id, reason=refusal)
+            return None
+        classic = classic_group_from_consumer(group, remaining, self._topic_name, self.wall_ms)
+        classic.offsets = group.offsets
+        self.groups[classic.group_id] = classic
+        assignment = {m.member_id: m.assignment for m in classic.members.values()}
+        record = GroupMetadataRecord(classic.group_id, self.group_metadata_value(classic, assignment))
+        log.info("consumer_group_downgraded", group_id=classic.group_id, generation=classic.generation_id,
+                 members=classic.size(), protocol=classic.protocol_name,
+                 reason="only classic protocol members remain")
+        for member in classic.members.values():
+            self.complete_and_schedule_next_heartbeat(classic, member)
+        self._prepare_rebalance(classic, "leave", f"Downgrade group {classic.group_id} from consumer to classic.")
+        return [record]
+
+    def _retire_classic_group(self, group: GroupMetadata, reason: str) -> None:
+        """The classic group leaves the coordinator's table for another form: its parked requests learn that
+        a new rebalance started, its timers find it Dead."""
+        previous = group.state
+        group.transition_to(DEAD, self.wall_ms)
+        del self.groups[group.group_id]
+        log.info("group_unloaded", group_id=group.group_id, generation=group.generation_id,
+                 previous_state=str(previous), reason=reason)
+        self.events.on_rebalance_abandoned(group.group_id)
+        for member in list(group.members.values()):
+            group.maybe_invoke_join_callback(member, JoinGroupResult(Errors.REBALANCE_IN_PROGRESS,
+                                                                     member_id=member.member_id))
+            group.maybe_invoke_sync_callback(member, SyncGroupResult(Errors.REBALANCE_IN_PROGRESS))
+            self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member.member_id))
+        self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
+        self._remove_sync_expiration(group)
+
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        topic = self.consumer.topics.topic(name)
+        return None if topic is None else topic.topic_id
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.consumer.topics.topic_by_id(topic_id)
+        return None if topic is None else topic.name
+
     def _maybe_replace_empty_consumer_group(self, group_id: str) -> Errors | None:
-        """A classic JoinGroup for a consumer group: an empty one gives way, keeping its offsets (Kafka);
-        a member of the classic protocol inside a consumer group is not served."""
+        """A classic JoinGroup for an empty consumer group: it gives way, keeping its offsets (Kafka)."""
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is None:
             return None
-        if consumer_group.state is not ConsumerGroupState.EMPTY:
-            return Errors.INCONSISTENT_GROUP_PROTOCOL
         self.emit_append(group_id, tuple(consumer_admin.group_tombstones(consumer_group)), lambda error: None)
         self.consumer.remove_group(consumer_group, "a classic protocol member joined the empty consumer group")
         group = self._create_group(group_id)
@@ -434,7 +508,12 @@ class GroupCoordinator(RebalanceMechanics):
             respond(JoinGroupResult(Errors.INVALID_SESSION_TIMEOUT, member_id=inp.member_id))
             return
         is_unknown_member = inp.member_id == ""
-        if inp.group_id in self.consumer.groups:
+        consumer_group = self.consumer.groups.get(inp.group_id)
+        if consumer_group is not None and consumer_group.state is not ConsumerGroupState.EMPTY:
+            # KIP-848 migration: a classic member inside a consumer group, assigned by the coordinator.
+            self.classic_members.join(consumer_group, inp, respond)
+            return
+        if consumer_group is not None:
             error = self._maybe_replace_empty_consumer_group(inp.group_id)
             if error is not None:
                 respond(JoinGroupResult(error, member_id=inp.member_id))
@@ -688,6 +767,10 @@ class GroupCoordinator(RebalanceMechanics):
             return
         group = self.groups.get(inp.group_id)
         if group is None:
+            consumer_group = self.consumer.groups.get(inp.group_id)
+            if consumer_group is not None:
+                self.classic_members.sync(consumer_group, inp, respond)
+                return
             respond(SyncGroupResult(Errors.UNKNOWN_MEMBER_ID))
             return
         error = self._validate_sync_group(group, inp)
@@ -766,6 +849,10 @@ class GroupCoordinator(RebalanceMechanics):
             return Errors.NONE if error is Errors.COORDINATOR_LOAD_IN_PROGRESS else error
         group = self.groups.get(inp.group_id)
         if group is None:
+            consumer_group = self.consumer.groups.get(inp.group_id)
+            if consumer_group is not None:
+                return self.classic_members.heartbeat(consumer_group, inp.member_id, inp.group_instance_id,
+                                                       inp.generation_id)
             return Errors.UNKNOWN_MEMBER_ID
         if group.is_state(DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE
@@ -790,6 +877,12 @@ class GroupCoordinator(RebalanceMechanics):
         if error is not None:
             return LeaveGroupResult(error)
         group = self.groups.get(inp.group_id)
+        consumer_group = self.consumer.groups.get(inp.group_id) if group is None else None
+        if consumer_group is not None:
+            result, records = self.classic_members.leave(consumer_group, inp)
+            if records:
+                self.emit_append(inp.group_id, tuple(records), lambda error: None)
+            return result
         if group is None:
             return LeaveGroupResult(Errors.NONE, [
                 LeaveMemberResult(m.member_id, m.group_instance_id, Errors.UNKNOWN_MEMBER_ID) for m in inp.members

@@ -50,6 +50,13 @@ class FakeHost:
         from coordinator_server.group.records import GroupMetadataRecord
         return self.classic.pop(group_id), GroupMetadataRecord(group_id, None)
 
+    # Migration is the façade's (test_consumer_group_migration.py): here no group changes protocol.
+    def upgrade_classic_group(self, group_id: str) -> None:
+        return None
+
+    def downgrade_consumer_group(self, group: object, remaining: object) -> None:
+        return None
+
 
 @dataclass
 class ConsumerHarness:

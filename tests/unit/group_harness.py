@@ -27,6 +27,7 @@ from coordinator_server.group.api import (
     SyncGroupResult,
 )
 from coordinator_server.group.consumer.api import ConsumerGroupHeartbeatInput
+from coordinator_server.group.consumer.settings import ConsumerGroupConfig
 from coordinator_server.group.consumer.topics import StaticTopicsImage
 from coordinator_server.group.coordinator import GroupConfig, GroupCoordinator
 from coordinator_server.group.group import GroupMetadata
@@ -68,6 +69,7 @@ class Harness:
     holding: bool = False
     failing: Errors | None = None
     topics: dict[str, int] = field(default_factory=dict)  # the topic store KIP-848 consumer groups see
+    consumer_config: ConsumerGroupConfig | None = None
 
     def __post_init__(self) -> None:
         ids = itertools.count(1)
@@ -85,6 +87,7 @@ class Harness:
             member_id_factory=lambda prefix: f"{prefix}-{next(ids):08d}",
             wall_offset_ms=WALL_OFFSET_MS,
             topics=self.image,
+            consumer_config=self.consumer_config,
         )
         for p in range(self.partitions):
             self.coordinator.load_partition(p, [], self.now)

@@ -172,11 +172,14 @@ def test_an_empty_classic_group_becomes_a_consumer_group_with_its_offsets() -> N
     assert GroupMetadataRecord("cg", None) in h.durable
 
 
-def test_classic_join_replaces_an_empty_consumer_group_and_is_refused_by_a_live_one() -> None:
+def test_classic_join_replaces_an_empty_consumer_group_and_joins_a_live_one() -> None:
     h = Harness(topics=TOPICS)
     (m0, epoch), = consumer_group(h, 1)
-    refused = join_result(h.join("cg"))
+    # A live consumer group serves a classic member inside it (test_consumer_group_migration.py), but only
+    # one that speaks the embedded consumer protocol.
+    refused = join_result(h.join("cg", protocol_type="connect"))
     assert refused.error is Errors.INCONSISTENT_GROUP_PROTOCOL
+    assert join_result(h.join("cg")).error is Errors.MEMBER_ID_REQUIRED
     h.commit("cg", {("orders", 3): 4}, generation=epoch, member_id=m0, version=9)
     h.consumer_heartbeat("cg", m0, -1)
     first = join_result(h.join("cg"))

@@ -104,6 +104,18 @@ class ConsumerGroupsHost(Protocol):
         """Remove the empty classic group; its committed offsets and the tombstone that deletes it."""
         ...
 
+    def upgrade_classic_group(self, group_id: str
+                              ) -> tuple[list[CoordinatorRecord], dict[tuple[str, int], OffsetCommitValue]] | None:
+        """Remove the classic group (with members) if it may become a consumer group: the records that
+        delete it and create the consumer group, and its offsets; None if it may not."""
+        ...
+
+    def downgrade_consumer_group(self, group: ConsumerGroup, remaining: list[ConsumerGroupMember]
+                                 ) -> list[CoordinatorRecord] | None:
+        """Make the classic group this consumer group becomes when only `remaining` (all classic members)
+        are left, and start its rebalance: the records that write it; None if it stays a consumer group."""
+        ...
+
 
 class ConsumerGroupEvents:
     """What the manager reports for metrics (the shell passes an implementation; this one does nothing)."""
@@ -164,9 +176,14 @@ class ConsumerGroupManager:
             else:
                 log.warning("consumer_group_write_failed", group_id=inp.group_id, member_id=inp.member_id,
                             error=error.name)
-                respond(ConsumerGroupHeartbeatResult(_WRITE_ERRORS.get(error, error)))
+                respond(ConsumerGroupHeartbeatResult(self.write_error(error)))
 
         self.append(inp.group_id, tuple(records), on_written)
+
+    @staticmethod
+    def write_error(error: Errors) -> Errors:
+        """A failed write as the request that caused it reports it."""
+        return _WRITE_ERRORS.get(error, error)
 
     def _validate_request(self, inp: ConsumerGroupHeartbeatInput) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid, with its messages."""
@@ -200,15 +217,33 @@ class ConsumerGroupManager:
         joining = inp.member_epoch == JOIN_EPOCH
         group, taken_over = self._get_or_maybe_create_group(inp.group_id, joining, records)
         member_id = inp.member_id or self.new_member_id()
-        self._throw_if_full(group, member_id)
+        self.throw_if_full(group, member_id)
         if inp.instance_id is None:
-            member = self._dynamic_member(group, member_id, inp, joining)
+            member = self.dynamic_member(group, member_id, inp, joining)
         else:
-            member = self._static_member(group, member_id, inp, joining, records)
+            member = self.static_member(group, member_id, inp, joining, records)
         # A static member replaced under a new id keeps its predecessor's target until the next epoch.
         predecessor = group.static_member(inp.instance_id)
         target_owner = predecessor.member_id if predecessor is not None else member.member_id
-        updated = self._updated_member(member, inp)
+        owned = None if inp.owned_partitions is None else {t: p for t, p in inp.owned_partitions}
+        updated = self.update_member(group, member, self._updated_member(member, inp), target_owner, owned, records)
+        if taken_over is not None:
+            group.offsets = taken_over
+        self.schedule_session_timeout(group.group_id, updated.member_id)
+        result = ConsumerGroupHeartbeatResult(Errors.NONE, None, updated.member_id, updated.member_epoch,
+                                              self.config.heartbeat_interval_ms)
+        full_request = joining or (inp.rebalance_timeout_ms != -1 and inp.owned_partitions is not None and (
+            inp.subscribed_topic_names is not None or inp.subscribed_topic_regex is not None))
+        if full_request or updated.assigned_partitions != member.assigned_partitions:
+            result.assignment = updated.assigned_partitions
+        return records, result
+
+    def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
+                      target_owner: str, owned: dict[uuid.UUID, tuple[int, ...]] | None,
+                      records: list[CoordinatorRecord]) -> ConsumerGroupMember:
+        """Steps 1-3 of a heartbeat (or of a classic member's JoinGroup): write the member's change, bump
+        the group epoch if its subscription or the subscribed topics changed, compute a new target if the
+        group epoch is ahead of it, reconcile the member one step, and apply the records to the group."""
         resolved = dict(group.resolved_regexes)
         bump_reasons: list[str] = []
         if group.group_epoch == 0:
@@ -241,21 +276,11 @@ class ConsumerGroupManager:
         else:
             target = group.member_target(target_owner)
             target_epoch = group.assignment_epoch
-        owned = None if inp.owned_partitions is None else {t: p for t, p in inp.owned_partitions}
         updated = self._maybe_reconcile(group, updated, target_epoch, target, owned, metadata, resolved, records)
         self._apply(group, records)
         if metadata_version is not None:
             group.metadata_version = metadata_version
-        if taken_over is not None:
-            group.offsets = taken_over
-        self._schedule_session_timeout(group.group_id, updated.member_id)
-        result = ConsumerGroupHeartbeatResult(Errors.NONE, None, updated.member_id, updated.member_epoch,
-                                              self.config.heartbeat_interval_ms)
-        full_request = joining or (inp.rebalance_timeout_ms != -1 and inp.owned_partitions is not None and (
-            inp.subscribed_topic_names is not None or inp.subscribed_topic_regex is not None))
-        if full_request or updated.assigned_partitions != member.assigned_partitions:
-            result.assignment = updated.assigned_partitions
-        return records, result
+        return updated
 
     # -- the group and the member ---------------------------------------------------------------------
 
@@ -276,16 +301,36 @@ class ConsumerGroupManager:
             log.info("classic_group_replaced", group_id=group_id, offsets=len(offsets),
                      reason="a consumer protocol member joined the empty classic group")
             return ConsumerGroup(group_id), offsets
+        if create:
+            return self._upgrade(group_id), None
         raise not_a_consumer_group(group_id)
 
-    def _throw_if_full(self, group: ConsumerGroup, member_id: str) -> None:
+    def _upgrade(self, group_id: str) -> ConsumerGroup:
+        """KIP-848's online upgrade: the classic group with members becomes a consumer group (`group/migration.py`).
+        Its records are written at once, ahead of the joining member's, so whatever the heartbeat then
+        refuses, the log and the group agree."""
+        converted = self.host.upgrade_classic_group(group_id)
+        if converted is None:
+            raise not_a_consumer_group(group_id)
+        records, offsets = converted
+        group = ConsumerGroup(group_id)
+        self._apply(group, records)
+        group.offsets = offsets
+        for member_id in group.members:
+            self.schedule_session_timeout(group_id, member_id)
+        self.append(group_id, tuple(records), lambda error: None)
+        log.info("consumer_group_upgraded", group_id=group_id, members=len(group.members),
+                 group_epoch=group.group_epoch, reason="a consumer protocol member joined the classic group")
+        return group
+
+    def throw_if_full(self, group: ConsumerGroup, member_id: str) -> None:
         if len(group.members) >= self.config.max_size and member_id not in group.members:
             raise ConsumerGroupError(Errors.GROUP_MAX_SIZE_REACHED,
                                      f"The consumer group has reached its maximum capacity of "
                                      f"{self.config.max_size} members.")
 
-    def _dynamic_member(self, group: ConsumerGroup, member_id: str, inp: ConsumerGroupHeartbeatInput,
-                        joining: bool) -> ConsumerGroupMember:
+    def dynamic_member(self, group: ConsumerGroup, member_id: str, inp: ConsumerGroupHeartbeatInput,
+                       joining: bool) -> ConsumerGroupMember:
         member = group.members.get(member_id)
         if member is None:
             if not joining:
@@ -295,8 +340,10 @@ class ConsumerGroupManager:
         _throw_if_epoch_invalid(member, inp)
         return member
 
-    def _static_member(self, group: ConsumerGroup, member_id: str, inp: ConsumerGroupHeartbeatInput, joining: bool,
-                       records: list[CoordinatorRecord]) -> ConsumerGroupMember:
+    def static_member(self, group: ConsumerGroup, member_id: str, inp: ConsumerGroupHeartbeatInput, joining: bool,
+                      records: list[CoordinatorRecord], classic: bool = False) -> ConsumerGroupMember:
+        """The static member a request is for; a new member id for a known instance replaces the old member
+        if that one left (epoch -2), speaks the classic protocol, or `classic` (a JoinGroup) is asking."""
         instance_id = inp.instance_id
         assert instance_id is not None
         existing = group.static_member(instance_id)
@@ -319,7 +366,7 @@ class ConsumerGroupManager:
             if existing.member_epoch == LEAVE_STATIC_EPOCH:
                 return existing.update_epoch(0)
             return existing
-        if existing.member_epoch != LEAVE_STATIC_EPOCH and not existing.uses_classic_protocol:
+        if existing.member_epoch != LEAVE_STATIC_EPOCH and not existing.uses_classic_protocol and not classic:
             log.info("static_member_unreleased", group_id=group.group_id, member_id=member_id,
                      group_instance_id=instance_id, current_member_id=existing.member_id)
             raise ConsumerGroupError(
@@ -466,7 +513,7 @@ class ConsumerGroupManager:
             if updated.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group.group_id, updated)
             else:
-                self._cancel_timer(group.group_id, updated.member_id, "rebalance")
+                self.cancel_timer(group.group_id, updated.member_id, "rebalance")
         return updated
 
     # -- leaving and fencing ------------------------------------------------------------------------------
@@ -493,20 +540,46 @@ class ConsumerGroupManager:
             records: list[CoordinatorRecord] = [ConsumerGroupCurrentMemberAssignmentRecord(
                 group.group_id, member.member_id, away.assignment_value())]
             self._apply(group, records)
-            self._cancel_timer(group.group_id, member.member_id, "rebalance")
+            self.cancel_timer(group.group_id, member.member_id, "rebalance")
             log.info("static_member_left_temporarily", group_id=group.group_id, member_id=member.member_id,
                      group_instance_id=inp.instance_id)
             return records, result
         return self._fence(group, member, "the static member left the group"), result
 
     def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> list[CoordinatorRecord]:
-        """Remove the member and bump the group epoch; the records are applied here and returned."""
-        records: list[CoordinatorRecord] = list(_member_tombstones(group.group_id, member.member_id))
-        regex = member.subscribed_topic_regex
-        if regex and group.subscribed_regexes.get(regex, 0) == 1:
-            records.append(ConsumerGroupRegularExpressionRecord(group.group_id, regex, None))
-        resolved = {r: v for r, v in group.resolved_regexes.items() if r != regex or group.subscribed_regexes[r] > 1}
-        metadata = self._subscription_metadata(group, member, None, resolved)
+        return self.fence_members(group, [member], reason)
+
+    def fence_members(self, group: ConsumerGroup, members: list[ConsumerGroupMember], reason: str
+                      ) -> list[CoordinatorRecord]:
+        """Remove the members and bump the group epoch once; the records are applied here and returned.
+        If only classic members remain, the group may become a classic group instead (KIP-848's downgrade)."""
+        leaving = {m.member_id for m in members}
+        remaining = [m for m in group.members.values() if m.member_id not in leaving]
+        downgrade = self.host.downgrade_consumer_group(group, remaining)
+        for member in members:
+            self._cancel_timers(group.group_id, member.member_id)
+            log.info("consumer_member_removed", group_id=group.group_id, member_id=member.member_id,
+                     group_instance_id=member.instance_id, reason=reason,
+                     group_epoch=None if downgrade is not None else group.group_epoch + 1)
+            self.events.on_member_fenced(group.group_id, reason)
+        if downgrade is not None:
+            records: list[CoordinatorRecord] = [*admin.group_tombstones(group), *downgrade]
+            self.remove_group(group, "downgraded to a classic group: only classic protocol members remain")
+            return records
+        records = []
+        regexes_left = dict(group.subscribed_regexes)
+        for member in members:
+            records.extend(_member_tombstones(group.group_id, member.member_id))
+            regex = member.subscribed_topic_regex
+            if regex:
+                regexes_left[regex] = regexes_left.get(regex, 0) - 1
+                if regexes_left[regex] == 0:
+                    records.append(ConsumerGroupRegularExpressionRecord(group.group_id, regex, None))
+        resolved = {r: v for r, v in group.resolved_regexes.items() if regexes_left.get(r, 0) > 0}
+        names: set[str] = set()
+        for other in remaining:
+            names |= subscribed_topics(other, resolved)
+        metadata = {n: t for n in names if (t := self.topics.topic(n)) is not None}
         if metadata != group.subscription_metadata:
             records.append(ConsumerGroupPartitionMetadataRecord(group.group_id, tuple(sorted(
                 metadata.values(), key=lambda t: t.name))))
@@ -514,12 +587,9 @@ class ConsumerGroupManager:
         records.append(ConsumerGroupMetadataRecord(group.group_id, epoch))
         self._apply(group, records)
         group.metadata_version = self.topics.version
-        self._cancel_timers(group.group_id, member.member_id)
-        log.info("consumer_member_removed", group_id=group.group_id, member_id=member.member_id,
-                 group_instance_id=member.instance_id, group_epoch=epoch, reason=reason)
+        removed = ", ".join(m.member_id for m in members)
         log.info("consumer_group_epoch_bumped", group_id=group.group_id, group_epoch=epoch,
-                 reason=f"member {member.member_id} removed: {reason}")
-        self.events.on_member_fenced(group.group_id, reason)
+                 reason=f"member {removed} removed: {reason}")
         self.events.on_group_epoch_bump(group.group_id, f"member removed: {reason}")
         return records
 
@@ -545,7 +615,7 @@ class ConsumerGroupManager:
             self.groups[group.group_id] = group
             count += 1
             for member in group.members.values():
-                self._schedule_session_timeout(group.group_id, member.member_id)
+                self.schedule_session_timeout(group.group_id, member.member_id)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance_timeout(group.group_id, member)
         return count
@@ -591,8 +661,20 @@ class ConsumerGroupManager:
 
     # -- timers ------------------------------------------------------------------------------------------
 
-    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
-        self._schedule(_MemberTimer(self, group_id, member_id, "session", None, self.config.session_timeout_ms))
+    def schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+        """A classic member inside the group keeps the session timeout it joined with."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        classic = member.classic_member_metadata if member is not None else None
+        timeout_ms = classic.session_timeout_ms if classic is not None else self.config.session_timeout_ms
+        self._schedule(_MemberTimer(self, group_id, member_id, "session", None, timeout_ms))
+
+    def schedule_classic_timeout(self, group_id: str, member: ConsumerGroupMember, kind: str) -> None:
+        """A classic member must rejoin ("join") or sync ("sync") within its rebalance timeout; a join
+        timeout already running is left alone (Kafka's scheduleConsumerGroupJoinTimeoutIfAbsent)."""
+        if kind == "join" and (group_id, member.member_id, kind) in self._timers:
+            return
+        self._schedule(_MemberTimer(self, group_id, member.member_id, kind, None, max(member.rebalance_timeout_ms, 0)))
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
         timeout_ms = max(member.rebalance_timeout_ms, 0)
@@ -606,20 +688,22 @@ class ConsumerGroupManager:
         self._timers[key] = task
         self.host.timer.add(task, self.host.now_ms)
 
-    def _cancel_timer(self, group_id: str, member_id: str, kind: str) -> None:
+    def cancel_timer(self, group_id: str, member_id: str, kind: str) -> None:
         task = self._timers.pop((group_id, member_id, kind), None)
         if task is not None:
             task.cancel()
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         for kind in _TIMER_KINDS:
-            self._cancel_timer(group_id, member_id, kind)
+            self.cancel_timer(group_id, member_id, kind)
 
     def timer_fired(self, task: _MemberTimer) -> None:
         if self._timers.get((task.group_id, task.member_id, task.kind)) is task:
             del self._timers[(task.group_id, task.member_id, task.kind)]
         if task.kind == "session":
             self.fence_from_timer(task.group_id, task.member_id, "the member session expired", None)
+        elif task.kind in _CLASSIC_TIMEOUT_REASONS:
+            self.fence_from_timer(task.group_id, task.member_id, _CLASSIC_TIMEOUT_REASONS[task.kind], None)
         else:
             self.fence_from_timer(task.group_id, task.member_id,
                                   f"it failed to transition from epoch {task.epoch} within {task.delay_ms}ms",
@@ -630,7 +714,11 @@ class ConsumerGroupManager:
         return {key: task.deadline_ms for key, task in self._timers.items() if task.scheduled}
 
 
-_TIMER_KINDS = ("session", "rebalance")
+_TIMER_KINDS = ("session", "rebalance", "join", "sync")
+_CLASSIC_TIMEOUT_REASONS = {
+    "join": "the classic member failed to rejoin within its rebalance timeout",
+    "sync": "the classic member failed to sync within its rebalance timeout",
+}
 
 
 class _MemberTimer(TimerTask):

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# group.consumer.migration.policy's values (Kafka's ConsumerGroupMigrationPolicy).
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
 # Kafka re-resolves a group's regular expressions at most this often (REGEX_BATCH_REFRESH_INTERVAL_MS).
 REGEX_REFRESH_INTERVAL_MS = 10_000
 
