@@ -49,7 +49,7 @@ from coordinator_server.group.consumer.api import (
 from coordinator_server.group.consumer.settings import ConsumerGroupConfig
 from coordinator_server.group.consumer.topics import TopicsImage
 from coordinator_server.group.coordinator import GroupConfig, GroupCoordinator
-from coordinator_server.metrics import GroupMetrics
+from coordinator_server.metrics import ConsumerGroupMetrics, GroupMetrics
 from coordinator_server.purgatory import Timer
 from coordinator_server.storage import CoordinatorLog, RecordTooLargeError, StorageError
 from coordinator_server.storage.coordinator_log import CleanerConfig
@@ -229,6 +229,7 @@ class CoordinatorRuntime:
             coordinator = GroupCoordinator(
                 group_config(config), log_.partitions, Timer(now_ms), wall_offset_ms=_wall_offset_ms(loop),
                 events=GroupMetrics(), consumer_config=consumer_group_config(config),
+                consumer_events=ConsumerGroupMetrics(),
             )
             runtime = cls(log_, coordinator, loop)
             if load_all:

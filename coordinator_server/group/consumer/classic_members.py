@@ -183,7 +183,7 @@ class ClassicMembers:
         records: list[CoordinatorRecord] = []
         if leaving:
             reason = "; ".join(f"LeaveGroup; client reason: {w.reason or 'not provided'}" for w in inp.members[:1])
-            records = self.manager.fence_members(group, leaving, reason)
+            records = self.manager.fence_members(group, leaving, reason, "leave")
         return LeaveGroupResult(Errors.NONE, results), records
 
     def _leaving_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerGroupMember:

@@ -123,8 +123,8 @@ class ConsumerGroupEvents:
     def on_group_epoch_bump(self, group_id: str, reason: str) -> None:
         """The group epoch moved: a rebalance of the consumer protocol started."""
 
-    def on_member_fenced(self, group_id: str, reason: str) -> None:
-        """A member was removed: it left, its session expired or it missed its rebalance timeout."""
+    def on_member_fenced(self, group_id: str, reason: str, kind: str) -> None:
+        """A member was removed; `kind` is one of FENCE_KINDS (a bounded label), `reason` says more."""
 
 
 def default_member_id() -> str:
@@ -529,7 +529,7 @@ class ConsumerGroupManager:
             member = group.members.get(inp.member_id)
             if member is None:
                 raise unknown_member(inp.member_id, group.group_id)
-            return self._fence(group, member, "the member left the group"), result
+            return self._fence(group, member, "the member left the group", "leave"), result
         member = group.static_member(inp.instance_id)
         if member is None:
             raise ConsumerGroupError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {inp.instance_id} is unknown.")
@@ -544,12 +544,13 @@ class ConsumerGroupManager:
             log.info("static_member_left_temporarily", group_id=group.group_id, member_id=member.member_id,
                      group_instance_id=inp.instance_id)
             return records, result
-        return self._fence(group, member, "the static member left the group"), result
+        return self._fence(group, member, "the static member left the group", "leave"), result
 
-    def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> list[CoordinatorRecord]:
-        return self.fence_members(group, [member], reason)
+    def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str, kind: str
+               ) -> list[CoordinatorRecord]:
+        return self.fence_members(group, [member], reason, kind)
 
-    def fence_members(self, group: ConsumerGroup, members: list[ConsumerGroupMember], reason: str
+    def fence_members(self, group: ConsumerGroup, members: list[ConsumerGroupMember], reason: str, kind: str
                       ) -> list[CoordinatorRecord]:
         """Remove the members and bump the group epoch once; the records are applied here and returned.
         If only classic members remain, the group may become a classic group instead (KIP-848's downgrade)."""
@@ -561,7 +562,7 @@ class ConsumerGroupManager:
             log.info("consumer_member_removed", group_id=group.group_id, member_id=member.member_id,
                      group_instance_id=member.instance_id, reason=reason,
                      group_epoch=None if downgrade is not None else group.group_epoch + 1)
-            self.events.on_member_fenced(group.group_id, reason)
+            self.events.on_member_fenced(group.group_id, reason, kind)
         if downgrade is not None:
             records: list[CoordinatorRecord] = [*admin.group_tombstones(group), *downgrade]
             self.remove_group(group, "downgraded to a classic group: only classic protocol members remain")
@@ -593,7 +594,8 @@ class ConsumerGroupManager:
         self.events.on_group_epoch_bump(group.group_id, f"member removed: {reason}")
         return records
 
-    def fence_from_timer(self, group_id: str, member_id: str, reason: str, epoch: int | None) -> None:
+    def fence_from_timer(self, group_id: str, member_id: str, reason: str, epoch: int | None,
+                         kind: str = "session_expiry") -> None:
         """A member's session or rebalance timeout fired: fence it if it is still there (at `epoch`)."""
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
@@ -601,7 +603,7 @@ class ConsumerGroupManager:
             return
         if epoch is not None and member.member_epoch != epoch:
             return  # it moved on to another epoch since the timer was set
-        records = self._fence(group, member, reason)
+        records = self._fence(group, member, reason, kind)
         # Like Kafka's timer-driven writes: a lost one is simply redone when the member is fenced again.
         self.append(group_id, tuple(records), lambda error: None)
 
@@ -703,11 +705,12 @@ class ConsumerGroupManager:
         if task.kind == "session":
             self.fence_from_timer(task.group_id, task.member_id, "the member session expired", None)
         elif task.kind in _CLASSIC_TIMEOUT_REASONS:
-            self.fence_from_timer(task.group_id, task.member_id, _CLASSIC_TIMEOUT_REASONS[task.kind], None)
+            self.fence_from_timer(task.group_id, task.member_id, _CLASSIC_TIMEOUT_REASONS[task.kind], None,
+                                  f"{task.kind}_timeout")
         else:
             self.fence_from_timer(task.group_id, task.member_id,
                                   f"it failed to transition from epoch {task.epoch} within {task.delay_ms}ms",
-                                  task.epoch)
+                                  task.epoch, "rebalance_timeout")
 
     def scheduled_timers(self) -> dict[tuple[str, str, str], int]:
         """(group, member, kind) -> deadline, for tests and metrics."""
@@ -715,6 +718,8 @@ class ConsumerGroupManager:
 
 
 _TIMER_KINDS = ("session", "rebalance", "join", "sync")
+# Why members are removed, as metrics label them.
+FENCE_KINDS = ("leave", "session_expiry", "rebalance_timeout", "join_timeout", "sync_timeout")
 _CLASSIC_TIMEOUT_REASONS = {
     "join": "the classic member failed to rejoin within its rebalance timeout",
     "sync": "the classic member failed to sync within its rebalance timeout",
