@@ -879,10 +879,7 @@ class GroupCoordinator(RebalanceMechanics):
         group = self.groups.get(inp.group_id)
         consumer_group = self.consumer.groups.get(inp.group_id) if group is None else None
         if consumer_group is not None:
-            result, records = self.classic_members.leave(consumer_group, inp)
-            if records:
-                self.emit_append(inp.group_id, tuple(records), lambda error: None)
-            return result
+            return self.classic_members.leave(consumer_group, inp)
         if group is None:
             return LeaveGroupResult(Errors.NONE, [
                 LeaveMemberResult(m.member_id, m.group_instance_id, Errors.UNKNOWN_MEMBER_ID) for m in inp.members

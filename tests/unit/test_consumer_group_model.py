@@ -1,6 +1,7 @@
 """A Hypothesis state machine over the KIP-848 consumer group core: members join, heartbeat (some slowly,
-some holding on to partitions they must revoke), leave, leave for a static restart, go silent; topics
-grow; time passes and timeouts fence. After every step no partition is owned by two members — neither
+some holding on to partitions they must revoke), leave, leave for a static restart, go silent; classic
+members (JoinGroup/SyncGroup/Heartbeat, eager like kafka-python's range) join the group too (KIP-848's
+migration); topics grow; time passes and timeouts fence. After every step no partition is owned by two members — neither
 in the coordinator's books nor by two clients it still counts as members — and what the log holds
 replays to the same group. At the end, once every member heartbeats a few times, every subscribed
 partition is owned and the group is Stable."""
@@ -12,18 +13,75 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from coordinator_server.group.api import JoinGroupInput, LeaveGroupInput, LeaveMember, SyncGroupInput
+from coordinator_server.group.consumer.classic_members import ClassicMembers
 from coordinator_server.group.consumer.group import ConsumerGroupState
+from protocol.consumer_protocol import decode_assignment
 from protocol.errors import Errors
 from tests.unit.consumer_group_harness import GROUP, Consumer, ConsumerHarness
 
 TOPIC_CHOICES = (("orders",), ("orders", "payments"), ("payments",))
 
 
+class ClassicClient:
+    """A classic member inside the consumer group: it gives up everything before it rejoins (eager), and
+    owns what SyncGroup gave it."""
+
+    def __init__(self, h: ConsumerHarness, classic: ClassicMembers, topics: tuple[str, ...]) -> None:
+        self.h, self.classic, self.topics = h, classic, topics
+        self.member_id = ""
+        self.instance_id = None
+        self.generation = -1
+        self.owned: dict[uuid.UUID, frozenset[int]] = {}
+
+    def join(self) -> None:
+        self.owned = {}
+        group = self.h.manager.group(GROUP)
+        if group is None or not group.members:
+            return  # an empty or absent group would be a classic group's (the façade's business)
+        inp = JoinGroupInput(GROUP, self.member_id, None, 10_000, 300_000, "consumer",
+                             (("range", _subscription(self.topics)),), 3, "client", "/127.0.0.1")
+        replies: list = []  # type: ignore[type-arg]
+        self.classic.join(group, inp, replies.append)
+        [joined] = replies
+        if joined.error is not Errors.NONE:
+            return
+        self.member_id, self.generation = joined.member_id, joined.generation_id
+        self.classic.sync(group, SyncGroupInput(GROUP, self.generation, self.member_id, None, "consumer", "range", (), 5),
+                          replies.append)
+        synced = replies[-1]
+        if synced.error is Errors.NONE:
+            self.owned = {self.h.topic_id(t): frozenset(p) for t, p in decode_assignment(synced.assignment).items() if p}
+
+    def poll(self) -> None:
+        group = self.h.manager.group(GROUP)
+        if group is None or self.member_id not in group.members:
+            self.owned, self.member_id = {}, ""
+            self.join()
+            return
+        error = self.classic.heartbeat(group, self.member_id, None, self.generation)
+        if error is not Errors.NONE:
+            self.join()
+
+    def leave(self, static: bool = False) -> None:
+        group = self.h.manager.group(GROUP)
+        if group is not None and self.member_id in group.members:
+            self.classic.leave(group, LeaveGroupInput(GROUP, (LeaveMember(self.member_id, None),), 3))
+        self.owned = {}
+
+
+def _subscription(topics: tuple[str, ...]) -> bytes:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+    return bytes(ConsumerProtocolSubscription(version=1, topics=list(topics), user_data=None,
+                                              owned_partitions=[]).encode(version=1))
+
+
 class ConsumerGroupModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.h = ConsumerHarness(topics={"orders": 5, "payments": 3})
-        self.clients: dict[str, Consumer] = {}
+        self.clients: dict[str, Consumer | ClassicClient] = {}
+        self.classic = ClassicMembers(self.h.manager)
         self.stubborn: set[str] = set()  # clients that do not give up what they must revoke
         self.told: dict[str, dict[uuid.UUID, frozenset[int]]] = {}  # what a stubborn client was last told
         self.next_id = 0
@@ -40,11 +98,22 @@ class ConsumerGroupModel(RuleBasedStateMachine):
         self.clients[member_id] = client
         client.poll()
 
+    @rule(topics=st.sampled_from(TOPIC_CHOICES))
+    def classic_join(self, topics: tuple[str, ...]) -> None:
+        if len(self.clients) >= 6:
+            return
+        client = ClassicClient(self.h, self.classic, topics)
+        client.join()
+        if client.member_id:
+            self.clients[client.member_id] = client
+
     @precondition(lambda self: self.clients)
     @rule(data=st.data())
     def heartbeat(self, data: st.DataObject) -> None:
         client = self.clients[data.draw(st.sampled_from(sorted(self.clients)))]
-        if client.member_id in self.stubborn and client.epoch > 0:
+        if isinstance(client, ClassicClient):
+            client.poll()
+        elif client.member_id in self.stubborn and client.epoch > 0:
             kept = dict(client.owned)
             result = client.poll()
             if result is not None and result.error is Errors.NONE:
@@ -54,10 +123,10 @@ class ConsumerGroupModel(RuleBasedStateMachine):
         else:
             client.poll()
 
-    @precondition(lambda self: self.clients)
+    @precondition(lambda self: any(isinstance(c, Consumer) for c in self.clients.values()))
     @rule(data=st.data())
     def turn_stubborn_or_back(self, data: st.DataObject) -> None:
-        member_id = data.draw(st.sampled_from(sorted(self.clients)))
+        member_id = data.draw(st.sampled_from(sorted(m for m, c in self.clients.items() if isinstance(c, Consumer))))
         self._come_round(member_id) if member_id in self.stubborn else self.stubborn.add(member_id)
 
     def _come_round(self, member_id: str) -> None:
@@ -74,11 +143,12 @@ class ConsumerGroupModel(RuleBasedStateMachine):
         self.stubborn.discard(client.member_id)
         client.leave()
 
-    @precondition(lambda self: any(c.instance_id for c in self.clients.values()))
+    @precondition(lambda self: any(isinstance(c, Consumer) and c.instance_id for c in self.clients.values()))
     @rule(data=st.data())
     def static_restart(self, data: st.DataObject) -> None:
-        candidates = sorted(m for m, c in self.clients.items() if c.instance_id)
+        candidates = sorted(m for m, c in self.clients.items() if isinstance(c, Consumer) and c.instance_id)
         old = self.clients.pop(data.draw(st.sampled_from(candidates)))
+        assert isinstance(old, Consumer)
         self.stubborn.discard(old.member_id)
         old.leave(static=True)
         self.next_id += 1

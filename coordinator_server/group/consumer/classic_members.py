@@ -168,7 +168,8 @@ class ClassicMembers:
             return Errors.REBALANCE_IN_PROGRESS
         return Errors.NONE
 
-    def leave(self, group: ConsumerGroup, inp: LeaveGroupInput) -> tuple[LeaveGroupResult, list[CoordinatorRecord]]:
+    def leave(self, group: ConsumerGroup, inp: LeaveGroupInput) -> LeaveGroupResult:
+        """Answered at once, as the classic LeaveGroup is; the records follow to the log."""
         results: list[LeaveMemberResult] = []
         leaving: list[ConsumerGroupMember] = []
         for who in inp.members:
@@ -180,11 +181,11 @@ class ClassicMembers:
             if member.member_id not in {m.member_id for m in leaving}:
                 leaving.append(member)
             results.append(LeaveMemberResult(who.member_id, who.group_instance_id, Errors.NONE))
-        records: list[CoordinatorRecord] = []
         if leaving:
             reason = "; ".join(f"LeaveGroup; client reason: {w.reason or 'not provided'}" for w in inp.members[:1])
             records = self.manager.fence_members(group, leaving, reason, "leave")
-        return LeaveGroupResult(Errors.NONE, results), records
+            self.manager.append(group.group_id, tuple(records), lambda error: None)
+        return LeaveGroupResult(Errors.NONE, results)
 
     def _leaving_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerGroupMember:
         if instance_id is None:
