@@ -138,6 +138,14 @@ def settle(h: Harness, classic: list[str], consumer: list[str]) -> dict[str, set
     raise AssertionError(f"the mixed group did not settle: {held}, {group.state}")
 
 
+def mixed_group(h: Harness) -> tuple[str, str]:
+    """The classic group upgraded by consumer member c1, and settled: the two classic members' ids."""
+    (a, b), _generation = classic_group(h)
+    assert h.consumer_heartbeat(GROUP, "c1", 0).value.error is Errors.NONE
+    settle(h, [a, b], ["c1"])
+    return a, b
+
+
 def test_classic_members_are_assigned_by_the_coordinator_and_never_overlap() -> None:
     h = harness()
     (a, b), _generation = classic_group(h)
@@ -150,9 +158,7 @@ def test_classic_members_are_assigned_by_the_coordinator_and_never_overlap() -> 
 
 def test_the_last_consumer_member_leaving_downgrades_the_group_and_a_rebalance_follows() -> None:
     h = harness()
-    (a, b), _generation = classic_group(h)
-    h.consumer_heartbeat(GROUP, "c1", 0)
-    settle(h, [a, b], ["c1"])
+    a, b = mixed_group(h)
     consumer = h.coordinator.consumer_group(GROUP)
     assert consumer is not None
     epoch, targets = consumer.group_epoch, {m: consumer.member_target(m) for m in (a, b)}
@@ -176,9 +182,7 @@ def test_the_last_consumer_member_leaving_downgrades_the_group_and_a_rebalance_f
 
 def test_a_consumer_member_whose_session_expires_downgrades_the_group() -> None:
     h = harness()
-    (a, b), _generation = classic_group(h)
-    h.consumer_heartbeat(GROUP, "c1", 0)
-    settle(h, [a, b], ["c1"])
+    a, b = mixed_group(h)
     group = h.coordinator.consumer_group(GROUP)
     assert group is not None
     for _ in range(6):  # the classic members keep heartbeating; c1 is silent past its 45 s session
@@ -202,9 +206,7 @@ def test_no_upgrade_unless_the_policy_allows_it(policy: str) -> None:
 @pytest.mark.parametrize("policy", ["upgrade", "disabled"])
 def test_no_downgrade_unless_the_policy_allows_it(policy: str) -> None:
     h = harness("bidirectional")
-    (a, b), _generation = classic_group(h)
-    h.consumer_heartbeat(GROUP, "c1", 0)
-    settle(h, [a, b], ["c1"])
+    a, b = mixed_group(h)
     h.coordinator.consumer.config = ConsumerGroupConfig(migration_policy=policy)
     h.consumer_heartbeat(GROUP, "c1", -1)
     group = h.coordinator.consumer_group(GROUP)
@@ -267,9 +269,7 @@ def test_a_classic_member_leaving_bumps_the_epoch_once() -> None:
 
 def test_a_restart_replays_the_mixed_group_and_the_downgraded_group() -> None:
     h = harness()
-    (a, b), _generation = classic_group(h)
-    h.consumer_heartbeat(GROUP, "c1", 0)
-    settle(h, [a, b], ["c1"])
+    a, b = mixed_group(h)
     before = h.coordinator.consumer_group(GROUP)
     assert before is not None
 
