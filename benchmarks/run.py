@@ -17,10 +17,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import cluster, render, scenarios
+from . import cluster, consumer_groups, render, scenarios
 from .procs import ROOT
 
-SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "cluster"]
+SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "consumer", "cluster"]
 
 
 def machine() -> dict[str, Any]:
@@ -91,6 +91,9 @@ def run(quick: bool, only: list[str], profile: bool, recovery_records: int | Non
     if step("e2e"):
         res["e2e"] = scenarios.end_to_end(scale, work)
         _done("e2e", timings)
+    if step("consumer"):
+        res["consumer"] = consumer_groups.run(quick)
+        _done("consumer", timings)
     if step("cluster"):
         try:
             res["cluster"] = cluster.run(work / "cluster", scale.cluster_groups, scale.cluster_committers,

@@ -23,6 +23,7 @@ from coordinator_server.net.server import ConnectionLimits, CoordinatorServer
 from coordinator_server.security.listeners import ListenerSpec
 from coordinator_server.security.setup import SecuritySettings, build_security
 from coordinator_server.storage.group_commit import GroupCommitWriter
+from coordinator_server.topics.group_image import StoreTopicsImage
 from coordinator_server.topics.store import StoreConfig, TopicStore
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
     except Exception as e:
         await runtime.close()
         raise StartupError(f"cannot open the topic store in {config.data_dir}: {e}") from e
+    runtime.attach_topics(StoreTopicsImage(store))
     _settle_heap()
     # The topic store's own instance of the writer the coordinator log uses (`storage.group_commit`).
     writer = GroupCommitWriter(config.fsync, "topic_store")

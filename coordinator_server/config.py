@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coordinator_server.group.consumer.settings import MIGRATION_POLICIES
 from coordinator_server.security.listeners import parse_listeners
 from coordinator_server.security.sasl import parse_mechanisms
 
@@ -63,6 +64,16 @@ class Config:
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
     group_max_size: int = INT32_MAX
+    # KIP-848 consumer groups (group.consumer.*): the coordinator's own liveness settings.
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_min_heartbeat_interval_ms: int = 5000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_max_size: int = INT32_MAX
+    group_consumer_assignors: str = "uniform,range"
+    group_consumer_migration_policy: str = "bidirectional"
     topics: tuple[TopicSpec, ...] = ()
     log_format: str = "console"
     log_level: str = "info"
@@ -207,6 +218,23 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--min-session-timeout-ms", "min_session_timeout_ms", _non_negative, "group.min.session.timeout.ms"),
     ("--max-session-timeout-ms", "max_session_timeout_ms", _non_negative, "group.max.session.timeout.ms"),
     ("--group-max-size", "group_max_size", _positive, "group.max.size"),
+    ("--group-consumer-heartbeat-interval-ms", "group_consumer_heartbeat_interval_ms", _positive,
+     "group.consumer.heartbeat.interval.ms: how often consumer-protocol members heartbeat"),
+    ("--group-consumer-min-heartbeat-interval-ms", "group_consumer_min_heartbeat_interval_ms", _positive,
+     "group.consumer.min.heartbeat.interval.ms"),
+    ("--group-consumer-max-heartbeat-interval-ms", "group_consumer_max_heartbeat_interval_ms", _positive,
+     "group.consumer.max.heartbeat.interval.ms"),
+    ("--group-consumer-session-timeout-ms", "group_consumer_session_timeout_ms", _positive,
+     "group.consumer.session.timeout.ms: a consumer-protocol member silent this long is removed"),
+    ("--group-consumer-min-session-timeout-ms", "group_consumer_min_session_timeout_ms", _positive,
+     "group.consumer.min.session.timeout.ms"),
+    ("--group-consumer-max-session-timeout-ms", "group_consumer_max_session_timeout_ms", _positive,
+     "group.consumer.max.session.timeout.ms"),
+    ("--group-consumer-max-size", "group_consumer_max_size", _positive, "group.consumer.max.size"),
+    ("--group-consumer-assignors", "group_consumer_assignors", str,
+     "group.consumer.assignors: server-side assignors, the first is the default (uniform, range)"),
+    ("--group-consumer-migration-policy", "group_consumer_migration_policy", str,
+     "group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled"),
     ("--log-format", "log_format", str, "console or json"),
     ("--log-level", "log_level", str, "debug, info, warning or error"),
     ("--fsync", "fsync", _fsync, "always | interval:MS | never"),
@@ -437,12 +465,41 @@ def resolve_config(argv: Sequence[str] | None = None, environ: dict[str, str] | 
         parser.error("--log-format must be console or json")
     if config.min_session_timeout_ms > config.max_session_timeout_ms:
         parser.error("--min-session-timeout-ms must not exceed --max-session-timeout-ms")
+    consumer_error = _consumer_group_error(config)
+    if consumer_error:
+        parser.error(consumer_error)
     if config.zookeeper_connect is not None and config.min_insync_replicas > config.offsets_replication_factor:
         parser.error("--min-insync-replicas must not exceed --offsets-replication-factor")
     security_error = _security_error(config)
     if security_error:
         parser.error(security_error)
     return LoadedConfig(config, sources, args.print_config, config_file)
+
+
+def _consumer_group_error(config: Config) -> str | None:
+    """Kafka's GroupCoordinatorConfig checks of the group.consumer.* settings."""
+    c = config
+    if not (c.group_consumer_min_session_timeout_ms <= c.group_consumer_session_timeout_ms
+            <= c.group_consumer_max_session_timeout_ms):
+        return ("--group-consumer-session-timeout-ms must lie between --group-consumer-min-session-timeout-ms "
+                "and --group-consumer-max-session-timeout-ms")
+    if not (c.group_consumer_min_heartbeat_interval_ms <= c.group_consumer_heartbeat_interval_ms
+            <= c.group_consumer_max_heartbeat_interval_ms):
+        return ("--group-consumer-heartbeat-interval-ms must lie between --group-consumer-min-heartbeat-interval-ms "
+                "and --group-consumer-max-heartbeat-interval-ms")
+    if c.group_consumer_heartbeat_interval_ms >= c.group_consumer_session_timeout_ms:
+        return "--group-consumer-heartbeat-interval-ms must be below --group-consumer-session-timeout-ms"
+    assignors = consumer_group_assignors(c)
+    known = ("uniform", "range")
+    if not assignors or any(a not in known for a in assignors) or len(set(assignors)) != len(assignors):
+        return f"--group-consumer-assignors must list some of {', '.join(known)}, each once"
+    if c.group_consumer_migration_policy not in MIGRATION_POLICIES:
+        return f"--group-consumer-migration-policy must be one of {', '.join(MIGRATION_POLICIES)}"
+    return None
+
+
+def consumer_group_assignors(config: Config) -> tuple[str, ...]:
+    return tuple(a.strip() for a in config.group_consumer_assignors.split(",") if a.strip())
 
 
 def _security_error(config: Config) -> str | None:

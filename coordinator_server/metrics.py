@@ -41,6 +41,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from coordinator_server.group.consumer.group import ConsumerGroupState
+from coordinator_server.group.consumer.manager import FENCE_KINDS, ConsumerGroupEvents
 from coordinator_server.group.rebalance import GroupEvents
 from coordinator_server.group.state import GroupState
 from protocol.errors import Errors
@@ -156,6 +158,15 @@ REBALANCE_DURATION = Histogram("coordinator_rebalance_duration_seconds",
                                buckets=_REBALANCE_BUCKETS, registry=REGISTRY)
 MEMBERS_REMOVED = Counter("coordinator_members_removed", "Members removed from their group", ["reason"],
                           registry=REGISTRY)
+# KIP-848 consumer groups (through ConsumerGroupMetrics): their rebalances are group epoch bumps.
+CONSUMER_EPOCH_BUMPS = Counter("coordinator_consumer_group_epoch_bumps",
+                               "Group epoch bumps of consumer-protocol (KIP-848) groups: each starts a rebalance",
+                               registry=REGISTRY)
+CONSUMER_MEMBERS_FENCED = Counter("coordinator_consumer_members_fenced",
+                                  "Members removed from consumer-protocol (KIP-848) groups", ["reason"],
+                                  registry=REGISTRY)
+for _reason in FENCE_KINDS:
+    CONSUMER_MEMBERS_FENCED.labels(_reason)
 for _reason in REBALANCE_REASONS:  # present at 0 from the first scrape, so rate() and the dashboard work
     REBALANCES.labels(_reason)
 for _reason in REMOVAL_REASONS:
@@ -287,6 +298,16 @@ class GroupMetrics(GroupEvents):
         MEMBERS_REMOVED.labels(reason).inc()
 
 
+class ConsumerGroupMetrics(ConsumerGroupEvents):
+    """The consumer group core's observer."""
+
+    def on_group_epoch_bump(self, group_id: str, reason: str) -> None:
+        CONSUMER_EPOCH_BUMPS.inc()
+
+    def on_member_fenced(self, group_id: str, reason: str, kind: str) -> None:
+        CONSUMER_MEMBERS_FENCED.labels(kind).inc()
+
+
 # -- scrape-time state ---------------------------------------------------------------------------------
 
 
@@ -302,6 +323,9 @@ class _GroupSource(Protocol):
 
     groups: dict[str, Any]
 
+    @property
+    def consumer_groups(self) -> dict[str, Any]: ...
+
 
 class _PartitionSource(Protocol):
     def partition(self, topic: str, index: int) -> Any: ...
@@ -310,6 +334,7 @@ class _PartitionSource(Protocol):
 @dataclass
 class Snapshot:
     groups_by_state: _Tally[str] = field(default_factory=_Tally)
+    consumer_groups_by_state: _Tally[str] = field(default_factory=_Tally)
     members: int = 0
     purgatories: list[tuple[str, int, int]] = field(default_factory=list)
     lag: list[tuple[str, str, int, int]] = field(default_factory=list)  # group, topic, partition, lag
@@ -324,8 +349,14 @@ def take_snapshot(coordinator: _GroupSource, store: _PartitionSource, purgatorie
     snap = Snapshot()
     for state in GroupState:
         snap.groups_by_state[str(state)] = 0
-    for group in coordinator.groups.values():
-        snap.groups_by_state[str(group.state)] += 1
+    for consumer_state in ConsumerGroupState:
+        if consumer_state is not ConsumerGroupState.DEAD:
+            snap.consumer_groups_by_state[str(consumer_state)] = 0
+    for consumer_group in coordinator.consumer_groups.values():
+        snap.consumer_groups_by_state[str(consumer_group.state)] += 1
+    for group in itertools.chain(coordinator.groups.values(), coordinator.consumer_groups.values()):
+        if group.group_id in coordinator.groups:
+            snap.groups_by_state[str(group.state)] += 1
         snap.members += len(group.members)
         total = 0
         for (topic, index), value in group.offsets.items():
@@ -376,6 +407,8 @@ class CoordinatorCollector(Collector):
 
 def _families(snap: Snapshot | None) -> Iterator[Metric]:
     groups = GaugeMetricFamily("coordinator_groups", "Groups by state", labels=["state"])
+    consumer_groups = GaugeMetricFamily("coordinator_consumer_groups",
+                                        "Consumer-protocol (KIP-848) groups by state", labels=["state"])
     members = GaugeMetricFamily("coordinator_members", "Members of all groups")
     delayed = GaugeMetricFamily("coordinator_purgatory_delayed_operations",
                                 "Operations parked in a purgatory (heartbeat, rebalance, fetch)", labels=["purgatory"])
@@ -391,6 +424,8 @@ def _families(snap: Snapshot | None) -> Iterator[Metric]:
     if snap is not None:
         for state, count in snap.groups_by_state.items():
             groups.add_metric([state], count)
+        for state, count in snap.consumer_groups_by_state.items():
+            consumer_groups.add_metric([state], count)
         members.add_metric([], snap.members)
         for name, n_delayed, n_watched in snap.purgatories:
             delayed.add_metric([name.lower()], n_delayed)
@@ -400,7 +435,7 @@ def _families(snap: Snapshot | None) -> Iterator[Metric]:
         for group_id, value in snap.group_lag.items():
             group_lag.add_metric([group_id], value)
         dropped.add_metric([], snap.lag_dropped)
-    yield from (groups, members, delayed, watched, lag, group_lag, dropped)
+    yield from (groups, consumer_groups, members, delayed, watched, lag, group_lag, dropped)
 
 
 # -- the endpoint --------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Protocol, TypeVar
 import structlog
 
 from coordinator_server import cluster_metrics
-from coordinator_server.config import Config
+from coordinator_server.config import Config, consumer_group_assignors
 from coordinator_server.group.api import (
     DeletedGroup,
     GroupDescription,
@@ -41,8 +41,15 @@ from coordinator_server.group.api import (
     SyncGroupInput,
     SyncGroupResult,
 )
+from coordinator_server.group.consumer.api import (
+    ConsumerGroupDescription,
+    ConsumerGroupHeartbeatInput,
+    ConsumerGroupHeartbeatResult,
+)
+from coordinator_server.group.consumer.settings import ConsumerGroupConfig
+from coordinator_server.group.consumer.topics import TopicsImage
 from coordinator_server.group.coordinator import GroupConfig, GroupCoordinator
-from coordinator_server.metrics import GroupMetrics
+from coordinator_server.metrics import ConsumerGroupMetrics, GroupMetrics
 from coordinator_server.purgatory import Timer
 from coordinator_server.storage import CoordinatorLog, RecordTooLargeError, StorageError
 from coordinator_server.storage.coordinator_log import CleanerConfig
@@ -164,6 +171,16 @@ class _Held:
         self.locks._release_ref(self.key)
 
 
+def consumer_group_config(config: Config) -> ConsumerGroupConfig:
+    return ConsumerGroupConfig(
+        heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+        session_timeout_ms=config.group_consumer_session_timeout_ms,
+        max_size=config.group_consumer_max_size,
+        assignors=consumer_group_assignors(config),
+        migration_policy=config.group_consumer_migration_policy,
+    )
+
+
 def group_config(config: Config) -> GroupConfig:
     return GroupConfig(
         min_session_timeout_ms=config.min_session_timeout_ms,
@@ -211,7 +228,8 @@ class CoordinatorRuntime:
             now_ms = _monotonic_ms(loop)
             coordinator = GroupCoordinator(
                 group_config(config), log_.partitions, Timer(now_ms), wall_offset_ms=_wall_offset_ms(loop),
-                events=GroupMetrics(),
+                events=GroupMetrics(), consumer_config=consumer_group_config(config),
+                consumer_events=ConsumerGroupMetrics(),
             )
             runtime = cls(log_, coordinator, loop)
             if load_all:
@@ -312,6 +330,18 @@ class CoordinatorRuntime:
         elif deadline != self._timer_deadline_ms or self._timer_handle is None:
             self._arm_timer()
         return error
+
+    async def consumer_group_heartbeat(self, inp: ConsumerGroupHeartbeatInput) -> ConsumerGroupHeartbeatResult:
+        """KIP-848: under the group's lock, answered once the records it caused are durable."""
+        return await self._parked_call(
+            inp.group_id, lambda now, reply: self.coordinator.handle_consumer_group_heartbeat(inp, now, reply))
+
+    async def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
+        return self.coordinator.handle_consumer_group_describe(group_ids, self._now_ms())
+
+    def attach_topics(self, topics: TopicsImage) -> None:
+        """The topic store, once open: what consumer groups subscribe to and are assigned from."""
+        self.coordinator.consumer.topics = topics
 
     async def leave_group(self, inp: LeaveGroupInput) -> LeaveGroupResult:
         async with self.locks.hold(inp.group_id):

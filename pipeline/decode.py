@@ -21,8 +21,23 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from coordinator_server.group.consumer.records import (
+    Assignment,
+    ConsumerGroupCurrentMemberAssignmentRecord,
+    ConsumerGroupMemberMetadataRecord,
+    ConsumerGroupMetadataRecord,
+    ConsumerGroupPartitionMetadataRecord,
+    ConsumerGroupRegularExpressionRecord,
+    ConsumerGroupTargetAssignmentMemberRecord,
+    ConsumerGroupTargetAssignmentMetadataRecord,
+)
 from coordinator_server.group.records import GroupMetadataRecord, GroupMetadataValue, OffsetCommitRecord
-from coordinator_server.storage.codec import OtherRecord, RecordDecodeError, decode_or_error
+from coordinator_server.storage.codec import (
+    OtherRecord,
+    RecordDecodeError,
+    decode_or_error,
+    record_key_version,
+)
 
 # kafka-python 3.0.12 reads its JSON specs with importlib.resources functions deprecated since 3.11.
 with warnings.catch_warnings():
@@ -122,8 +137,12 @@ def _offsets_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
         case RecordDecodeError() as e:
             return {"record_type": "error", "error": str(e)}
         case OtherRecord(key_version=version):
-            # KIP-848 / share / streams group records: the server skips them on replay, and so do the jobs.
+            # Share / streams group records: the server skips them on replay, and so do the jobs.
             return {"record_type": "other", "key_version": version}
+        case rec if (row := _consumer_group_row(rec)) is not None:
+            # KIP-848 consumer group records: rows of their own; the jobs count them, as they count the
+            # types they skip (docs/pipeline.md).
+            return {**row, "key_version": record_key_version(bytes(key or b""))}
         case OffsetCommitRecord() as commit:
             return _offset_commit_row(commit)
         case GroupMetadataRecord(group_id=group, value=group_value):
@@ -133,6 +152,47 @@ def _offsets_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
                 row.update(_group_value(group_value))
             return row
     raise AssertionError("decode_or_error returns one of the four")
+
+
+def _consumer_group_row(rec: object) -> dict[str, Any] | None:
+    """A KIP-848 record as a `consumer_group` row: which record (`consumer_record`), its key (group, member,
+    regex) and what the jobs could use of its value: an epoch, a member's subscription and type, an
+    assignment by topic id, the subscribed topics. None for any other record."""
+    row: dict[str, Any]
+    match rec:
+        case ConsumerGroupMetadataRecord(group_id=g, epoch=epoch):
+            row = {"consumer_record": "metadata", "group": g, "tombstone": epoch is None, "epoch": epoch}
+        case ConsumerGroupPartitionMetadataRecord(group_id=g, topics=topics):
+            row = {"consumer_record": "partition_metadata", "group": g, "tombstone": topics is None,
+                   "subscribed_topics": None if topics is None else sorted(t.name for t in topics)}
+        case ConsumerGroupMemberMetadataRecord(group_id=g, member_id=m, value=v):
+            row = {"consumer_record": "member_metadata", "group": g, "member_id": m, "tombstone": v is None}
+            if v is not None:
+                row.update(subscribed_topics=sorted(v.subscribed_topic_names), regex=v.subscribed_topic_regex,
+                           member_type="consumer" if v.classic_member_metadata is None else "classic",
+                           client_id=v.client_id, client_host=v.client_host, group_instance_id=v.instance_id)
+        case ConsumerGroupTargetAssignmentMetadataRecord(group_id=g, assignment_epoch=epoch):
+            row = {"consumer_record": "target_assignment_metadata", "group": g, "tombstone": epoch is None,
+                   "epoch": epoch}
+        case ConsumerGroupTargetAssignmentMemberRecord(group_id=g, member_id=m, partitions=partitions):
+            row = {"consumer_record": "target_assignment_member", "group": g, "member_id": m,
+                   "tombstone": partitions is None, "consumer_assignment": _by_topic_id(partitions)}
+        case ConsumerGroupCurrentMemberAssignmentRecord(group_id=g, member_id=m, value=v):
+            row = {"consumer_record": "current_member_assignment", "group": g, "member_id": m, "tombstone": v is None}
+            if v is not None:
+                row.update(epoch=v.member_epoch, consumer_assignment=_by_topic_id(v.assigned_partitions))
+        case ConsumerGroupRegularExpressionRecord(group_id=g, regex=regex, value=v):
+            row = {"consumer_record": "regular_expression", "group": g, "regex": regex, "tombstone": v is None,
+                   "subscribed_topics": None if v is None else sorted(v.topics)}
+        case _:
+            return None
+    return {"record_type": "consumer_group", **row}
+
+
+def _by_topic_id(assignment: Assignment | None) -> list[dict[str, Any]] | None:
+    if assignment is None:
+        return None
+    return [{"topic_id": str(t), "partitions": sorted(p)} for t, p in sorted(assignment.items(), key=lambda kv: str(kv[0]))]
 
 
 def _offset_commit_row(rec: OffsetCommitRecord) -> dict[str, Any]:

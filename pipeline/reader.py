@@ -3,6 +3,7 @@
     log = read_log(spark, ["/data/node-1", "s3a://bucket/node-2"])
     log.group_metadata   # one row per GroupMetadata record (tombstones flagged)
     log.offset_commits   # one row per OffsetCommit record (tombstones flagged)
+    log.consumer_groups  # one row per KIP-848 consumer group record (tombstones flagged)
     log.topic_batches    # one row per topic batch header (log-end offsets over time)
 
 Why `binaryFile` and not a Python data source (`spark.read.format("coordinator-log")`), see
@@ -60,6 +61,10 @@ RECORD_SCHEMA = _struct(
     ("commit_timestamp", _L), ("expire_timestamp", _L),
     ("protocol_type", _S), ("generation", _I), ("protocol", _S), ("leader", _S), ("state_timestamp", _L),
     ("members", ArrayType(_MEMBER)), ("key_version", _I), ("error", _S),
+    # KIP-848 consumer group records (record_type "consumer_group"; `consumer_record` says which one).
+    ("consumer_record", _S), ("member_id", _S), ("epoch", _I), ("member_type", _S), ("regex", _S),
+    ("client_id", _S), ("client_host", _S), ("group_instance_id", _S), ("subscribed_topics", ArrayType(_S)),
+    ("consumer_assignment", ArrayType(_struct(("topic_id", _S), ("partitions", ArrayType(_I))))),
 )
 
 TOPIC_BATCH_SCHEMA = _struct(
@@ -179,6 +184,17 @@ def offset_commits(records: DataFrame) -> DataFrame:
     )
 
 
+def consumer_groups(records: DataFrame) -> DataFrame:
+    """KIP-848 consumer group records (ConsumerGroup*): `consumer_record` names which one; group, member,
+    epoch (group, target assignment or member epoch), member type and subscription, assignment by topic id;
+    `tombstone` for deletions. Offsets of these groups are ordinary OffsetCommit records."""
+    return records.filter(F.col("record_type") == "consumer_group").select(
+        "node", "log_partition", "offset", "timestamp", _ms("timestamp").alias("time"), "group", "tombstone",
+        "consumer_record", "key_version", "member_id", "epoch", "member_type", "regex", "client_id",
+        "client_host", "group_instance_id", "subscribed_topics", "consumer_assignment",
+    )
+
+
 @dataclass
 class CoordinatorLog:
     records: DataFrame  # raw, cached: the two typed views below share one decode
@@ -191,6 +207,10 @@ class CoordinatorLog:
     @property
     def offset_commits(self) -> DataFrame:
         return offset_commits(self.records)
+
+    @property
+    def consumer_groups(self) -> DataFrame:
+        return consumer_groups(self.records)
 
     def errors(self) -> DataFrame:
         """Damaged batches and undecodable records, from both logs."""

@@ -176,7 +176,8 @@ def _html(nodes: Sequence[str], summary: dict[str, int], t: dict[str, pd.DataFra
 <p>Generated {html.escape(dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))} from
 {len(nodes)} node(s):</p><ul>{node_items}</ul>
 <p>{summary.get("group_metadata", 0)} group metadata records, {summary.get("offset_commit", 0)} offset
-commits, {summary.get("other", 0)} records of other types (skipped),
+commits, {summary.get("consumer_group", 0)} KIP-848 consumer group records (not charted),
+{summary.get("other", 0)} records of other types (skipped),
 <span class="{"bad" if errors else ""}">{errors} damaged or undecodable entries</span>.</p>
 
 <h2>Rebalances</h2>

@@ -21,7 +21,7 @@ def describe_groups_response(descriptions: list[GroupDescription], version: int)
     groups = [
         _DescribedGroup(
             error_code=int(d.error),
-            error_message=None if d.error is Errors.NONE else d.error.message,
+            error_message=None if d.error is Errors.NONE else d.error_message or d.error.message,
             group_id=d.group_id,
             group_state=d.state,
             protocol_type=d.protocol_type,

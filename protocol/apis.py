@@ -69,6 +69,12 @@ from kafka.protocol.sasl import (
 )
 
 from protocol.broker_messages import ControlledShutdownRequest, ControlledShutdownResponse
+from protocol.consumer_group_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +133,9 @@ API_TABLE: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.DescribeGroups, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
     ApiSpec(ApiKey.ListGroups, ListGroupsRequest, ListGroupsResponse, 0, 5),
     ApiSpec(ApiKey.DeleteGroups, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+    # KIP-848, the consumer rebalance protocol: v1 adds regex subscriptions and client-made member ids.
+    ApiSpec(ApiKey.ConsumerGroupHeartbeat, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
+    ApiSpec(ApiKey.ConsumerGroupDescribe, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1),
     # The data plane (coordinator_server.topics), stored as v2 record batches. Produce v0-2 and Fetch v0-3
     # carry the old message formats, converted as Kafka 3.x does (protocol/message_format.py; kafka-go 0.2.1
     # speaks nothing newer). Fetch v13 names topics by id (KIP-516; clients written for Kafka 3.1+ need it);

@@ -92,6 +92,11 @@ def commit_result_partitions(result: OffsetCommitResult | None, unknown: list[Pa
 def offset_fetch_inputs(req: Any, version: int) -> list[OffsetFetchInput]:
     """One input per group: v8+ batches several groups in one request."""
     require_stable = bool(req.require_stable) if version >= 7 else False
+    if version >= 9:
+        return [
+            OffsetFetchInput(g.group_id, _partitions(g.topics), require_stable, version, g.member_id, g.member_epoch)
+            for g in req.groups
+        ]
     if version >= 8:
         return [
             OffsetFetchInput(g.group_id, _partitions(g.topics), require_stable, version) for g in req.groups

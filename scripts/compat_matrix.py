@@ -20,9 +20,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs", "sarama", "kafka-go",
-           "platformatic-kafka"]
+           "platformatic-kafka", "confluent-kafka+consumer"]
 # How each client is named in the matrix (its package name where the test id cannot hold it).
 DISPLAY = {"sarama": "Sarama", "platformatic-kafka": "@platformatic/kafka"}
+# The group protocol a client row speaks: `<client>+consumer` is KIP-848's (group.protocol=consumer).
+CONSUMER_SUFFIX = "+consumer"
+
+
+def protocol_of(client: str) -> str:
+    return "consumer (KIP-848)" if client.endswith(CONSUMER_SUFFIX) else "classic"
 SCENARIOS = {
     "join-range": "1 → 3 → 5 members with the range assignor: after each step every partition has exactly one "
                   "owner (and never two at once); the server selected `range`",
@@ -133,19 +139,25 @@ def main() -> int:
         "",
         "Each cell runs real client code, one member per process (`tests/interop/drivers/`, "
         "`tests/interop/node/`, `tests/interop/go/`), against the real server started with "
-        "`--initial-rebalance-delay-ms 300`; topic `t` has 10 partitions. Consumers use the classic group "
-        "protocol (`group.protocol=classic` for librdkafka), commit after processing (kcat: librdkafka's "
+        "`--initial-rebalance-delay-ms 300`; topic `t` has 10 partitions. Consumers use the group protocol "
+        "of their row: classic (`group.protocol=classic` for librdkafka), or KIP-848's (`group.protocol=consumer`: "
+        "the coordinator assigns with its `range` assignor in `join-range` and `uniform`, incremental like "
+        "cooperative-sticky, in `join-cooperative-sticky`; the server's session timeout of 3 s; in "
+        "`static-membership` the member closes, leaving with epoch -2, instead of being kill -9ed, since KIP-848 "
+        "releases an instance id only so), commit after processing (kcat: librdkafka's "
         "auto-commit every 200 ms; kafkajs: `autoCommit` after each batch; Sarama: its offset manager every "
         "200 ms; kafka-go and @platformatic/kafka: each message) and report every rebalance callback (kafka-go "
         "has none: its reader's log lines say when it drops and takes partitions).",
         "",
         "## Clients by scenario",
         "",
-        "| Client (version) | " + " | ".join(f"`{s}`" for s in SCENARIOS) + " |",
-        "|---|" + "---|" * len(SCENARIOS),
+        "| Client (version) | Protocol | " + " | ".join(f"`{s}`" for s in SCENARIOS) + " |",
+        "|---|---|" + "---|" * len(SCENARIOS),
     ]
     for client in CLIENTS:
-        row = [f"**{DISPLAY.get(client, client)}** {versions.get(client, '')}".strip()]
+        base = client.removesuffix(CONSUMER_SUFFIX)
+        row = [f"**{DISPLAY.get(base, base)}** {versions.get(client) or versions.get(base, '')}".strip(),
+               protocol_of(client)]
         for scenario in SCENARIOS:
             row.append(render(*cells[client, scenario]) if (client, scenario) in cells else "not run")
         lines.append("| " + " | ".join(row) + " |")

@@ -22,6 +22,8 @@ from .api import (
     ListedGroup,
     MemberDescription,
 )
+from .consumer import admin as consumer_admin
+from .consumer.group import GROUP_TYPE_CONSUMER, ConsumerGroup, ConsumerGroupState
 from .group import GroupMetadata
 from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitRecord
 from .state import DEAD, EMPTY, STABLE
@@ -44,6 +46,11 @@ class AdminGroups(Protocol):
 
     def remove_group(self, group: GroupMetadata) -> None: ...
 
+    @property
+    def consumer_groups(self) -> Mapping[str, ConsumerGroup]: ...
+
+    def remove_consumer_group(self, group: ConsumerGroup, reason: str) -> None: ...
+
 
 class GroupAdmin:
     def __init__(self, core: AdminGroups, append: AppendRecords) -> None:
@@ -59,6 +66,12 @@ class GroupAdmin:
             return GroupDescription(group_id or "", error, "", "", "")
         assert group_id is not None
         group = self.core.groups.get(group_id)
+        if group is None and group_id in self.core.consumer_groups:
+            # Kafka's classicGroup lookup: DescribeGroups v6 says why; older versions only see a Dead group.
+            if api_version >= 6:
+                return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, str(DEAD), "", "",
+                                        error_message=f"Group {group_id} is not a classic group.")
+            return GroupDescription(group_id, Errors.NONE, str(DEAD), "", "")
         if group is None or group.is_state(DEAD):
             if api_version >= 6:
                 return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, "", "", "")
@@ -84,9 +97,12 @@ class GroupAdmin:
             return Errors.COORDINATOR_NOT_AVAILABLE, []
         states = {s.strip().lower() for s in states_filter}
         types = {t.strip().lower() for t in types_filter}
+        listed: list[ListedGroup] = []
+        if not types or GROUP_TYPE_CONSUMER in types:
+            listed.extend(consumer_admin.listed(g) for g in self.core.consumer_groups.values()
+                          if not states or str(g.state).lower() in states)
         if types and GROUP_TYPE_CLASSIC not in types:
-            return Errors.NONE, []  # consumer (KIP-848) and share groups do not exist here
-        listed = []
+            return Errors.NONE, listed  # share and streams groups do not exist here
         for group in self.core.groups.values():
             if group.is_state(DEAD):
                 continue
@@ -129,6 +145,9 @@ class GroupAdmin:
             return error
         assert group_id is not None
         group = self.core.groups.get(group_id)
+        consumer = self.core.consumer_groups.get(group_id) if group is None else None
+        if consumer is not None:
+            return self._delete_consumer_group(consumer, out)
         if group is None or group.is_state(DEAD):
             return Errors.GROUP_ID_NOT_FOUND
         if not group.is_state(EMPTY):
@@ -139,6 +158,19 @@ class GroupAdmin:
         self.core.remove_group(group)
         log.info("group_deleted", group_id=group_id, offsets=len(records) - 1)
         out.append((group_id, tuple(records)))
+        return Errors.NONE
+
+
+    def _delete_consumer_group(self, group: ConsumerGroup, out: list[tuple[str, tuple[CoordinatorRecord, ...]]]) -> Errors:
+        if group.state is not ConsumerGroupState.EMPTY:
+            return Errors.NON_EMPTY_GROUP
+        records: list[CoordinatorRecord] = [OffsetCommitRecord(group.group_id, t, p, None) for t, p in sorted(group.offsets)]
+        offsets = len(records)
+        records.extend(consumer_admin.group_tombstones(group))
+        group.offsets.clear()
+        self.core.remove_consumer_group(group, "DeleteGroups")
+        log.info("group_deleted", group_id=group.group_id, offsets=offsets)
+        out.append((group.group_id, tuple(records)))
         return Errors.NONE
 
 

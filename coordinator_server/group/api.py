@@ -192,6 +192,8 @@ class OffsetFetchInput:
     partitions: tuple[tuple[str, int], ...] | None  # None = every committed offset of the group
     require_stable: bool
     api_version: int
+    member_id: str | None = None  # v9+: a consumer group member fetching at its epoch (KIP-848)
+    member_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -237,6 +239,7 @@ class GroupDescription:
     protocol_type: str
     protocol_data: str
     members: tuple[MemberDescription, ...] = ()
+    error_message: str | None = None  # None: the error's default message
 
 
 @dataclass(frozen=True, slots=True)

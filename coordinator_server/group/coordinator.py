@@ -51,13 +51,31 @@ from .api import (
     SyncGroupInput,
     SyncGroupResult,
 )
+from .consumer import admin as consumer_admin
+from .consumer.api import ConsumerGroupDescription, ConsumerGroupHeartbeatInput, HeartbeatCallback
+from .consumer.classic_members import ClassicMembers
+from .consumer.errors import ConsumerGroupError
+from .consumer.group import ConsumerGroup, ConsumerGroupState
+from .consumer.loader import ConsumerGroupLoader
+from .consumer.manager import ConsumerGroupEvents, ConsumerGroupManager
+from .consumer.member import ConsumerGroupMember
+from .consumer.records import CONSUMER_GROUP_RECORD_TYPES
+from .consumer.settings import ConsumerGroupConfig
+from .consumer.topics import TopicsImage
 from .group import GroupMetadata
 from .loader import GroupLoader
 from .member import MemberMetadata
+from .migration import (
+    MalformedConsumerProtocol,
+    classic_group_from_consumer,
+    consumer_group_records,
+    downgrade_refusal,
+    upgrade_refusal,
+)
 from .offsets import OffsetManager
 from .partitioner import partition_for
 from .rebalance import GroupEvents, RebalanceMechanics, map_group_write_error
-from .records import CoordinatorRecord, GroupMetadataRecord
+from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitValue
 from .settings import GroupConfig
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 
@@ -76,6 +94,9 @@ class GroupCoordinator(RebalanceMechanics):
         member_id_factory: Callable[[str], str] = default_member_id,
         wall_offset_ms: int = 0,
         events: GroupEvents | None = None,
+        consumer_config: ConsumerGroupConfig | None = None,
+        topics: TopicsImage | None = None,
+        consumer_events: ConsumerGroupEvents | None = None,
     ) -> None:
         self.config = config
         self.events = events or GroupEvents()
@@ -102,6 +123,10 @@ class GroupCoordinator(RebalanceMechanics):
             self, self.emit_append, config.offset_metadata_max_bytes, config.offsets_retention_ms
         )
         self.admin = GroupAdmin(self, self.emit_append)
+        # KIP-848 consumer groups share the group-id space, the gate, the clock and the appends.
+        self.consumer = ConsumerGroupManager(self, self.emit_append, consumer_config, topics, events=consumer_events)
+        # KIP-848 migration: classic members inside consumer groups (consumer/classic_members.py).
+        self.classic_members = ClassicMembers(self.consumer)
         self._cleanup = _OffsetsCleanup(self)
 
     # -- time and effects ----------------------------------------------------------------------------
@@ -191,10 +216,23 @@ class GroupCoordinator(RebalanceMechanics):
             # The first load is when the core first knows the time: start the periodic cleanup.
             self.timer.add(self._cleanup, self.now_ms)
         loader = GroupLoader()
+        consumer_loader = ConsumerGroupLoader()
         for record in records:
-            loader.apply(record)
-        loaded = 0
+            if isinstance(record, CONSUMER_GROUP_RECORD_TYPES):
+                consumer_loader.apply(record)
+            else:
+                loader.apply(record)
+        loaded = self.consumer.load(consumer_loader.groups.values())
         for group in loader.build(self.wall_ms):
+            consumer_group = consumer_loader.groups.get(group.group_id)
+            if consumer_group is not None:
+                # Offsets load as a simple group when no classic group record names them: they are the
+                # consumer group's (a classic record left next to live consumer records is stale).
+                if group.members or group.protocol_type is not None:
+                    log.warning("classic_group_record_ignored", group_id=group.group_id,
+                                reason="the group is a consumer group")
+                consumer_group.offsets = group.offsets
+                continue
             self.groups[group.group_id] = group
             loaded += 1
             for member in list(group.members.values()):
@@ -225,6 +263,9 @@ class GroupCoordinator(RebalanceMechanics):
             self._unload_group(group, reason)
             del self.groups[group.group_id]
             unloaded += 1
+        for consumer_group in [g for g in self.consumer.groups.values() if self.partition_for(g.group_id) == partition]:
+            self.consumer.remove_group(consumer_group, reason)
+            unloaded += 1
         log.info("partition_unloaded", partition=partition, leader_epoch=leader_epoch, groups=unloaded,
                  reason=reason)
         return unloaded
@@ -237,6 +278,8 @@ class GroupCoordinator(RebalanceMechanics):
         for group in list(self.groups.values()):
             self._unload_group(group)
         self.groups.clear()
+        for consumer_group in list(self.consumer.groups.values()):
+            self.consumer.remove_group(consumer_group, "coordinator shutdown")
 
     def _unload_group(self, group: GroupMetadata, reason: str = "coordinator shutdown") -> None:
         previous = group.state
@@ -289,6 +332,16 @@ class GroupCoordinator(RebalanceMechanics):
             if records:
                 # Like Kafka's acks=0 tombstones: a lost one is simply reissued at the next cleanup.
                 self.emit_append(group.group_id, tuple(records), lambda error: None)
+        for consumer_group in list(self.consumer.groups.values()):
+            records = list(self.offsets.cleanup_expired_consumer_group_offsets(consumer_group, wall_ms))
+            expired_total += len(records)
+            if (consumer_group.state is ConsumerGroupState.EMPTY and not consumer_group.offsets
+                    and not consumer_group.pending_offset_commits):
+                records.extend(consumer_admin.group_tombstones(consumer_group))
+                self.consumer.remove_group(consumer_group, "empty with no committed offsets")
+                removed_groups += 1
+            if records:
+                self.emit_append(consumer_group.group_id, tuple(records), lambda error: None)
         if expired_total or removed_groups:
             log.info("offsets_expired", offsets=expired_total, groups_removed=removed_groups)
         return expired_total, removed_groups
@@ -306,6 +359,112 @@ class GroupCoordinator(RebalanceMechanics):
     def handle_delete_groups(self, group_ids: list[str | None], now_ms: int, respond: DeleteGroupsCallback) -> None:
         self._tick(now_ms)
         self.admin.delete_groups(group_ids, respond)
+
+    # -- KIP-848 consumer groups (consumer/) ----------------------------------------------------------
+
+    def handle_consumer_group_heartbeat(self, inp: ConsumerGroupHeartbeatInput, now_ms: int,
+                                        respond: HeartbeatCallback) -> None:
+        self._tick(now_ms)
+        self.consumer.handle_heartbeat(inp, respond)
+
+    def handle_consumer_group_describe(self, group_ids: list[str], now_ms: int) -> list[ConsumerGroupDescription]:
+        self._tick(now_ms)
+        return self.consumer.describe_groups(group_ids)
+
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroup]:
+        return self.consumer.groups
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self.consumer.groups.get(group_id)
+
+    def remove_consumer_group(self, group: ConsumerGroup, reason: str) -> None:
+        self.consumer.remove_group(group, reason)
+
+    def classic_group_is_empty(self, group_id: str) -> bool | None:
+        group = self.groups.get(group_id)
+        return None if group is None else group.is_state(EMPTY)
+
+    def take_over_classic_group(self, group_id: str) -> tuple[dict[tuple[str, int], OffsetCommitValue], CoordinatorRecord]:
+        group = self.groups[group_id]
+        self.remove_group(group)
+        return group.offsets, GroupMetadataRecord(group_id, None)
+
+    # -- KIP-848 migration between the protocols (migration.py) ----------------------------------------
+
+    def upgrade_classic_group(self, group_id: str
+                              ) -> tuple[list[CoordinatorRecord], dict[tuple[str, int], OffsetCommitValue]] | None:
+        group = self.groups[group_id]
+        config = self.consumer.config
+        refusal = upgrade_refusal(group, config.migration_policy, config.max_size)
+        if refusal is not None:
+            log.info("classic_group_not_upgraded", group_id=group_id, reason=refusal)
+            return None
+        try:
+            records = consumer_group_records(group, self._topic_id)
+        except MalformedConsumerProtocol as e:
+            log.warning("classic_group_not_upgraded", group_id=group_id, reason=str(e))
+            raise ConsumerGroupError(Errors.GROUP_ID_NOT_FOUND,
+                                     f"Cannot upgrade the classic group {group_id} to consumer group because the "
+                                     f"embedded consumer protocol is malformed.") from None
+        self._retire_classic_group(group, "upgraded to a consumer group")
+        return [GroupMetadataRecord(group_id, None), *records], group.offsets
+
+    def downgrade_consumer_group(self, group: ConsumerGroup, remaining: list[ConsumerGroupMember]
+                                 ) -> list[CoordinatorRecord] | None:
+        refusal = downgrade_refusal(remaining, self.consumer.config.migration_policy, self.config.group_max_size)
+        if refusal is not None:
+            if remaining and all(m.uses_classic_protocol for m in remaining):
+                log.info("consumer_group_not_downgraded", group_id=group.group_id, reason=refusal)
+            return None
+        classic = classic_group_from_consumer(group, remaining, self._topic_name, self.wall_ms)
+        classic.offsets = group.offsets
+        self.groups[classic.group_id] = classic
+        assignment = {m.member_id: m.assignment for m in classic.members.values()}
+        record = GroupMetadataRecord(classic.group_id, self.group_metadata_value(classic, assignment))
+        log.info("consumer_group_downgraded", group_id=classic.group_id, generation=classic.generation_id,
+                 members=classic.size(), protocol=classic.protocol_name,
+                 reason="only classic protocol members remain")
+        for member in classic.members.values():
+            self.complete_and_schedule_next_heartbeat(classic, member)
+        self._prepare_rebalance(classic, "leave", f"Downgrade group {classic.group_id} from consumer to classic.")
+        return [record]
+
+    def _retire_classic_group(self, group: GroupMetadata, reason: str) -> None:
+        """The classic group leaves the coordinator's table for another form: its parked requests learn that
+        a new rebalance started, its timers find it Dead."""
+        previous = group.state
+        group.transition_to(DEAD, self.wall_ms)
+        del self.groups[group.group_id]
+        log.info("group_unloaded", group_id=group.group_id, generation=group.generation_id,
+                 previous_state=str(previous), reason=reason)
+        self.events.on_rebalance_abandoned(group.group_id)
+        for member in list(group.members.values()):
+            group.maybe_invoke_join_callback(member, JoinGroupResult(Errors.REBALANCE_IN_PROGRESS,
+                                                                     member_id=member.member_id))
+            group.maybe_invoke_sync_callback(member, SyncGroupResult(Errors.REBALANCE_IN_PROGRESS))
+            self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member.member_id))
+        self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
+        self._remove_sync_expiration(group)
+
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        topic = self.consumer.topics.topic(name)
+        return None if topic is None else topic.topic_id
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.consumer.topics.topic_by_id(topic_id)
+        return None if topic is None else topic.name
+
+    def _maybe_replace_empty_consumer_group(self, group_id: str) -> Errors | None:
+        """A classic JoinGroup for an empty consumer group: it gives way, keeping its offsets (Kafka)."""
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is None:
+            return None
+        self.emit_append(group_id, tuple(consumer_admin.group_tombstones(consumer_group)), lambda error: None)
+        self.consumer.remove_group(consumer_group, "a classic protocol member joined the empty consumer group")
+        group = self._create_group(group_id)
+        group.offsets = consumer_group.offsets
+        return None
 
     # -- the gate (§2.1) -----------------------------------------------------------------------------
 
@@ -349,6 +508,16 @@ class GroupCoordinator(RebalanceMechanics):
             respond(JoinGroupResult(Errors.INVALID_SESSION_TIMEOUT, member_id=inp.member_id))
             return
         is_unknown_member = inp.member_id == ""
+        consumer_group = self.consumer.groups.get(inp.group_id)
+        if consumer_group is not None and consumer_group.state is not ConsumerGroupState.EMPTY:
+            # KIP-848 migration: a classic member inside a consumer group, assigned by the coordinator.
+            self.classic_members.join(consumer_group, inp, respond)
+            return
+        if consumer_group is not None:
+            error = self._maybe_replace_empty_consumer_group(inp.group_id)
+            if error is not None:
+                respond(JoinGroupResult(error, member_id=inp.member_id))
+                return
         group = self.groups.get(inp.group_id)
         if group is None:
             if not is_unknown_member:
@@ -598,6 +767,10 @@ class GroupCoordinator(RebalanceMechanics):
             return
         group = self.groups.get(inp.group_id)
         if group is None:
+            consumer_group = self.consumer.groups.get(inp.group_id)
+            if consumer_group is not None:
+                self.classic_members.sync(consumer_group, inp, respond)
+                return
             respond(SyncGroupResult(Errors.UNKNOWN_MEMBER_ID))
             return
         error = self._validate_sync_group(group, inp)
@@ -676,6 +849,10 @@ class GroupCoordinator(RebalanceMechanics):
             return Errors.NONE if error is Errors.COORDINATOR_LOAD_IN_PROGRESS else error
         group = self.groups.get(inp.group_id)
         if group is None:
+            consumer_group = self.consumer.groups.get(inp.group_id)
+            if consumer_group is not None:
+                return self.classic_members.heartbeat(consumer_group, inp.member_id, inp.group_instance_id,
+                                                       inp.generation_id)
             return Errors.UNKNOWN_MEMBER_ID
         if group.is_state(DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE
@@ -700,6 +877,9 @@ class GroupCoordinator(RebalanceMechanics):
         if error is not None:
             return LeaveGroupResult(error)
         group = self.groups.get(inp.group_id)
+        consumer_group = self.consumer.groups.get(inp.group_id) if group is None else None
+        if consumer_group is not None:
+            return self.classic_members.leave(consumer_group, inp)
         if group is None:
             return LeaveGroupResult(Errors.NONE, [
                 LeaveMemberResult(m.member_id, m.group_instance_id, Errors.UNKNOWN_MEMBER_ID) for m in inp.members

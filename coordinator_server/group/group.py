@@ -13,7 +13,7 @@ from protocol.errors import Errors
 from .api import JoinGroupMember, JoinGroupResult, SyncGroupResult
 from .member import MemberMetadata
 from .records import OffsetCommitValue
-from .state import COMPLETING_REBALANCE, EMPTY, GroupState, assert_valid_transition
+from .state import COMPLETING_REBALANCE, DEAD, EMPTY, GroupState, assert_valid_transition
 
 
 class GroupMetadata:
@@ -65,6 +65,11 @@ class GroupMetadata:
 
     def is_state(self, state: GroupState) -> bool:
         return self.state is state
+
+    @property
+    def removed(self) -> bool:
+        """Dead (deleted or unloaded): a commit completing now must not resurrect its offsets."""
+        return self.state is DEAD
 
     def transition_to(self, target: GroupState, wall_ms: int) -> None:
         assert_valid_transition(self.group_id, self.state, target)

@@ -33,6 +33,9 @@ from .api import (
     OffsetFetchResult,
     PartitionResult,
 )
+from .consumer.errors import ConsumerGroupError
+from .consumer.group import ConsumerGroup
+from .consumer.offsets import validate_offset_commit, validate_offset_fetch
 from .group import GroupMetadata
 from .member import MemberMetadata
 from .records import OffsetCommitRecord, OffsetCommitValue
@@ -72,6 +75,26 @@ class OffsetGroups(Protocol):
 
     def complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None: ...
 
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The KIP-848 consumer group of that id, if it is one (it shares the id space)."""
+        ...
+
+
+class OffsetHolder(Protocol):
+    """Where a group's committed offsets live: a classic group or a consumer group."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def offsets(self) -> dict[tuple[str, int], OffsetCommitValue]: ...
+
+    @property
+    def pending_offset_commits(self) -> dict[tuple[str, int], int]: ...
+
+    @property
+    def removed(self) -> bool: ...
+
 
 class OffsetManager:
     def __init__(
@@ -100,6 +123,10 @@ class OffsetManager:
         assert inp.group_id is not None
         group = core.group(inp.group_id)
         if group is None:
+            consumer = core.consumer_group(inp.group_id)
+            if consumer is not None:
+                self._commit_to_consumer_group(consumer, inp, respond)
+                return
             if inp.generation_id >= 0:
                 # A member of a group this coordinator does not know: v9+ says so (new coordinator).
                 all_fail(Errors.GROUP_ID_NOT_FOUND if inp.api_version >= 9 else Errors.ILLEGAL_GENERATION)
@@ -131,7 +158,17 @@ class OffsetManager:
             return Errors.REBALANCE_IN_PROGRESS
         return None
 
-    def _store_offsets(self, group: GroupMetadata, inp: OffsetCommitInput, respond: OffsetCommitCallback) -> None:
+    def _commit_to_consumer_group(self, group: ConsumerGroup, inp: OffsetCommitInput,
+                                  respond: OffsetCommitCallback) -> None:
+        """KIP-848: the generation field carries the member epoch, which must be the member's current one."""
+        try:
+            validate_offset_commit(group, inp.member_id, inp.generation_id, inp.api_version)
+        except ConsumerGroupError as e:
+            respond(OffsetCommitResult([PartitionResult(p.topic, p.partition, e.error) for p in inp.partitions]))
+            return
+        self._store_offsets(group, inp, respond)
+
+    def _store_offsets(self, group: OffsetHolder, inp: OffsetCommitInput, respond: OffsetCommitCallback) -> None:
         wall_ms = self.core.wall_ms
         expire_ms = wall_ms + inp.retention_time_ms if inp.retention_time_ms != -1 else -1
         results: dict[tuple[str, int], Errors] = {}
@@ -165,7 +202,7 @@ class OffsetManager:
                     group.pending_offset_commits.pop(key, None)
                 else:
                     group.pending_offset_commits[key] = remaining
-                if error is Errors.NONE and not group.is_state(DEAD):
+                if error is Errors.NONE and not group.removed:
                     group.offsets[key] = value
                 results[key] = _COMMIT_WRITE_ERRORS.get(error, error)
             answer()
@@ -181,6 +218,13 @@ class OffsetManager:
         assert inp.group_id is not None
         group = self.core.group(inp.group_id)
         offsets = {} if group is None or group.is_state(DEAD) else group.offsets
+        consumer = self.core.consumer_group(inp.group_id) if group is None else None
+        if consumer is not None:
+            try:
+                validate_offset_fetch(consumer, inp.member_id, inp.member_epoch)
+            except ConsumerGroupError as e:
+                return OffsetFetchResult(e.error, [])
+            offsets = consumer.offsets
         if inp.partitions is None:
             return OffsetFetchResult(Errors.NONE, [
                 FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata) for (t, p), v in sorted(offsets.items())
@@ -203,6 +247,10 @@ class OffsetManager:
             return
         assert inp.group_id is not None
         group = self.core.group(inp.group_id)
+        consumer = self.core.consumer_group(inp.group_id) if group is None else None
+        if consumer is not None:
+            self._delete_consumer_group_offsets(consumer, inp, callback)
+            return
         if group is None or group.is_state(DEAD):
             callback(OffsetDeleteResult(Errors.GROUP_ID_NOT_FOUND, []))
             return
@@ -229,6 +277,26 @@ class OffsetManager:
             lambda error: callback(OffsetDeleteResult(Errors.NONE, results)),
         )
 
+    def _delete_consumer_group_offsets(self, group: ConsumerGroup, inp: OffsetDeleteInput,
+                                       callback: OffsetDeleteCallback) -> None:
+        """Kafka's rule for every modern group: any state, but not the offsets of a subscribed topic."""
+        subscribed = group.subscribed_topic_names()
+        results: list[PartitionResult] = []
+        deleted: list[tuple[str, int]] = []
+        for topic, partition in inp.partitions:
+            if topic in subscribed:
+                results.append(PartitionResult(topic, partition, Errors.GROUP_SUBSCRIBED_TO_TOPIC))
+            else:
+                results.append(PartitionResult(topic, partition, Errors.NONE))
+                deleted.append((topic, partition))
+        tombstones = tuple(OffsetCommitRecord(group.group_id, t, p, None) for t, p in deleted if (t, p) in group.offsets)
+        for key in deleted:
+            group.offsets.pop(key, None)
+        if not tombstones:
+            callback(OffsetDeleteResult(Errors.NONE, results))
+            return
+        self.append(group.group_id, tombstones, lambda error: callback(OffsetDeleteResult(Errors.NONE, results)))
+
     # -- retention (§6) ------------------------------------------------------------------------------
 
     def cleanup_expired_offsets(self, group: GroupMetadata, wall_ms: int) -> list[OffsetCommitRecord]:
@@ -236,6 +304,22 @@ class OffsetManager:
         cleanupExpiredOffsets). Whether the group goes too is the group side's call (the façade's
         `cleanup_group_metadata`)."""
         expired = self._expired_offsets(group, wall_ms)
+        for key in expired:
+            del group.offsets[key]
+        return [OffsetCommitRecord(group.group_id, t, p, None) for t, p in expired]
+
+    def cleanup_expired_consumer_group_offsets(self, group: ConsumerGroup, wall_ms: int) -> list[OffsetCommitRecord]:
+        """A consumer group's offsets expire from their commit time, never while a topic is subscribed
+        (Kafka's OffsetExpirationCondition of modern groups)."""
+        subscribed = group.subscribed_topic_names()
+        expired = []
+        for key, value in group.offsets.items():
+            if key[0] in subscribed or key in group.pending_offset_commits:
+                continue
+            deadline = value.expire_timestamp_ms if value.expire_timestamp_ms != -1 else \
+                value.commit_timestamp_ms + self.retention_ms
+            if wall_ms >= deadline:
+                expired.append(key)
         for key in expired:
             del group.offsets[key]
         return [OffsetCommitRecord(group.group_id, t, p, None) for t, p in expired]

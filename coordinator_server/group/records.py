@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .consumer.records import ConsumerGroupRecord
+
 
 @dataclass(frozen=True, slots=True)
 class MemberRecord:
@@ -57,4 +59,6 @@ class OffsetCommitRecord:
     value: OffsetCommitValue | None
 
 
-CoordinatorRecord = GroupMetadataRecord | OffsetCommitRecord
+ClassicRecord = GroupMetadataRecord | OffsetCommitRecord
+# Every record of `__consumer_offsets` the core writes: the classic ones and KIP-848's consumer group ones.
+CoordinatorRecord = GroupMetadataRecord | OffsetCommitRecord | ConsumerGroupRecord

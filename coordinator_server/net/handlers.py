@@ -30,6 +30,7 @@ from coordinator_server.group.api import (
 from coordinator_server.net import sasl_gate
 from coordinator_server.net.admin_handlers import AdminHandlers, AdminRuntime
 from coordinator_server.net.cluster_metadata import ClusterMetadata
+from coordinator_server.net.consumer_group_handlers import ConsumerGroupHandlers, ConsumerGroupRuntime
 from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.offset_handlers import OffsetHandlers, OffsetRuntime
 from coordinator_server.net.replica_handlers import OFFSETS_TOPIC, ReplicaHandlers, replica_id_of
@@ -54,7 +55,7 @@ _Partition = _Topic.MetadataResponsePartition
 _Broker = MetadataResponse.MetadataResponseBroker
 
 
-class GroupRuntime(OffsetRuntime, AdminRuntime, Protocol):
+class GroupRuntime(OffsetRuntime, AdminRuntime, ConsumerGroupRuntime, Protocol):
     """The slice of coordinator_server.runtime.CoordinatorRuntime the handlers use."""
 
     async def join_group(self, inp: JoinGroupInput) -> JoinGroupResult: ...
@@ -116,6 +117,7 @@ class RequestHandlers:
         offsets = self._offsets = OffsetHandlers(
             runtime, lambda topic, index: topics.partition(topic, index) is not None)
         admin = AdminHandlers(runtime)
+        self.consumer_groups = ConsumerGroupHandlers(runtime)
         self._handlers: dict[int, Handler] = {
             ApiKey.ApiVersions: self.handle_api_versions,
             ApiKey.Metadata: self.handle_metadata,
@@ -138,6 +140,8 @@ class RequestHandlers:
             ApiKey.DescribeGroups: _versioned(admin.describe_groups),
             ApiKey.ListGroups: _versioned(admin.list_groups),
             ApiKey.DeleteGroups: _versioned(admin.delete_groups),
+            ApiKey.ConsumerGroupHeartbeat: self.handle_consumer_group_heartbeat,
+            ApiKey.ConsumerGroupDescribe: _versioned(self.consumer_groups.describe),
             ApiKey.ControlledShutdown: self.handle_controlled_shutdown,
             ApiKey.SaslHandshake: self.handle_sasl_after_authentication,
             ApiKey.SaslAuthenticate: self.handle_sasl_after_authentication,
@@ -417,6 +421,10 @@ class RequestHandlers:
         if not access.group("READ", inp.group_id):
             return Errors.GROUP_AUTHORIZATION_FAILED
         return self.runtime.heartbeat(inp)
+
+    async def handle_consumer_group_heartbeat(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
+        return await self.consumer_groups.heartbeat(req, ctx.version, ctx.access, ctx.header.client_id or "",
+                                                    ctx.client_host)
 
     async def handle_leave_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         inp = gm.leave_group_input(req, ctx.version)

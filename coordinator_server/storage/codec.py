@@ -7,10 +7,10 @@ commit carries an explicit expire timestamp), GroupMetadataKey v2, GroupMetadata
 every version Kafka has defined, so a log written by Kafka itself loads.
 
 Record types. The int16 in front of a key is the record type (Kafka's CoordinatorRecordType). This server
-loads offset commits (0, 1) and group metadata (2); every other type Kafka defines (KIP-848 consumer
-groups, KIP-932 share groups, KIP-1071 streams groups) is named in `RECORD_TYPES` and decodes to an
-`OtherRecord` — a known type, not decoded — as does a key version no table names (`type_name` None).
-Adding a type Kafka defines later is one line in `RECORD_TYPES`.
+loads offset commits (0, 1), group metadata (2) and the KIP-848 consumer group records (3-8, 16, through
+`storage.consumer_codec`); every other type Kafka defines (KIP-932 share groups, KIP-1071 streams groups)
+is named in `RECORD_TYPES` and decodes to an `OtherRecord` — a known type, not decoded — as does a key
+version no table names (`type_name` None). Adding a type Kafka defines later is one line in `RECORD_TYPES`.
 
 Decoding is two-tier, for start-up speed (docs/decisions.md, "One decoder of __consumer_offsets"):
 - the fast path (`decode_key`, `decode_offset_value`, `decode_group_value`) reads the non-flexible
@@ -40,6 +40,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from coordinator_server.group.consumer.records import CONSUMER_GROUP_RECORD_TYPES
 from coordinator_server.group.records import (
     CoordinatorRecord,
     GroupMetadataRecord,
@@ -47,6 +48,12 @@ from coordinator_server.group.records import (
     MemberRecord,
     OffsetCommitRecord,
     OffsetCommitValue,
+)
+from coordinator_server.storage.consumer_codec import (
+    CONSUMER_GROUP_KEY_VERSIONS,
+    consumer_key_group,
+    decode_consumer_record,
+    encode_consumer_record,
 )
 from coordinator_server.storage.errors import RecordDecodeError
 from protocol import coordinator_records as schema
@@ -73,6 +80,8 @@ def encode_record(rec: CoordinatorRecord) -> tuple[bytes, bytes | None]:
             version=schema.GROUP_METADATA_KEY_VERSION, header=True
         )
         return key, None if rec.value is None else _encode_group_value(rec.value)
+    if isinstance(rec, CONSUMER_GROUP_RECORD_TYPES):
+        return encode_consumer_record(rec)
     raise TypeError(f"not a coordinator record: {rec!r}")
 
 
@@ -166,10 +175,13 @@ class OtherRecord:
     type_name: str | None
 
 
-# A decoded key, as the replay caches it per key bytes: (OFFSET_COMMIT_KEY, group, (topic, partition))
-# or (GROUP_METADATA_KEY, group, None). A tuple, not a dataclass: building it is on the start-up path.
+# A decoded key, as the replay caches it per key bytes: (OFFSET_COMMIT_KEY, group, (topic, partition)),
+# (GROUP_METADATA_KEY, group, None) or (CONSUMER_GROUP_KEY, group, None) — the last only names the group;
+# the whole record is decoded from the bytes when needed. A tuple, not a dataclass: building it is on the
+# start-up path.
 OFFSET_COMMIT_KEY = 0
 GROUP_METADATA_KEY = 1
+CONSUMER_GROUP_KEY = 2
 RecordKey = tuple[int, str, tuple[str, int] | None]
 
 _KEY_HEAD = struct.Struct(">hh")  # key version, first string's length
@@ -199,6 +211,8 @@ def decode(key: bytes, value: bytes | None) -> CoordinatorRecord | OtherRecord:
     if kind == OFFSET_COMMIT_KEY:
         assert tp is not None
         return OffsetCommitRecord(group, tp[0], tp[1], None if value is None else decode_offset_value(value))
+    if kind == CONSUMER_GROUP_KEY:
+        return decode_consumer_record(record_key_version(key), key, value)
     return GroupMetadataRecord(group, None if value is None else decode_group_value(value))
 
 
@@ -224,6 +238,9 @@ def decode_record(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
 def decode_key(key: bytes) -> RecordKey | OtherRecord:
     """A key's record type and fields; raises RecordDecodeError as `slow_decode_key` does."""
     version = record_key_version(key)
+    if version in CONSUMER_GROUP_KEY_VERSIONS:
+        group_id = consumer_key_group(key)
+        return slow_decode_key(key) if group_id is None else (CONSUMER_GROUP_KEY, group_id, None)
     if version > GROUP_METADATA_KEY_VERSION or version < 0:
         return OtherRecord(version, RECORD_TYPES.get(version))
     try:
@@ -253,6 +270,8 @@ def slow_decode_key(key: bytes) -> RecordKey | OtherRecord:
     if version == schema.GROUP_METADATA_KEY_VERSION:
         g = _decode(schema.GroupMetadataKey, key)
         return GROUP_METADATA_KEY, _required(g.group, "GroupMetadataKey.group"), None
+    if version in CONSUMER_GROUP_KEY_VERSIONS:
+        return CONSUMER_GROUP_KEY, decode_consumer_record(version, key, None).group_id, None
     return OtherRecord(version, RECORD_TYPES.get(version))
 
 
@@ -437,6 +456,7 @@ def _bytes(value: bytes, field: str) -> bytes:
 
 
 __all__ = [
+    "CONSUMER_GROUP_KEY",
     "GROUP_METADATA_KEY",
     "OFFSET_COMMIT_KEY",
     "RECORD_TYPES",

@@ -18,6 +18,11 @@ message classes was nearly all of the start-up time. So `LatestRecords` walks th
 `records()` then yields, for an empty `GroupLoader`, records whose application gives the very state that
 applying every record of the log in order gives, dict orders included: every group record in the order
 of the loader's `group_values`, then every offset record group by group in the order of its `offsets`.
+KIP-848 consumer group records come last: the latest value of each of their keys, in the order those
+values were written, tombstoned keys left out. Applying them to empty consumer groups gives what applying
+the whole log gives, because each record holds the whole value of its key and `ConsumerGroup.apply`
+creates a member or a group by whichever of its records comes first (a group whose epoch record was
+tombstoned is deleted; leaving out all its records leaves it out as well).
 
 What changes against decoding everything: a *superseded* value is never decoded, so one that would not
 decode no longer refuses the start (a key that does not decode still does; so does a surviving value).
@@ -43,13 +48,16 @@ import structlog
 from coordinator_server.group.records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitRecord
 from coordinator_server.storage.batch import BadBatch, batch_records
 from coordinator_server.storage.codec import (
+    CONSUMER_GROUP_KEY,
     OFFSET_COMMIT_KEY,
     OtherRecord,
     RecordKey,
     decode_group_value,
     decode_key,
     decode_offset_value,
+    record_key_version,
 )
+from coordinator_server.storage.consumer_codec import decode_consumer_record
 from coordinator_server.storage.errors import CorruptLogError, RecordDecodeError
 
 with warnings.catch_warnings():
@@ -163,6 +171,8 @@ class LatestRecords:
         self.partition = partition
         self.groups: dict[str, tuple[int, bytes | None]] = {}
         self.offsets: dict[str, dict[tuple[str, int], tuple[int, bytes]]] = {}
+        # Consumer group records: key bytes -> (offset, value), in the order the latest values were written.
+        self.consumer: dict[bytes, tuple[int, bytes]] = {}
         self._keys: dict[bytes, RecordKey] = {}
         self.records_read = 0
 
@@ -197,6 +207,11 @@ class LatestRecords:
                     if group_offsets is None:
                         group_offsets = offsets[group] = {}
                     group_offsets[tp] = (offset, value)  # type: ignore[index]
+            elif kind == CONSUMER_GROUP_KEY:
+                consumer = self.consumer
+                consumer.pop(key, None)  # type: ignore[arg-type]
+                if value is not None:
+                    consumer[key] = (offset, value)  # type: ignore[index]
             elif value is None:
                 groups.pop(group, None)
             else:
@@ -227,6 +242,8 @@ class LatestRecords:
         for group, group_offsets in self.offsets.items():
             for (topic, partition), (offset, value) in group_offsets.items():
                 yield OffsetCommitRecord(group, topic, partition, self._decode(decode_offset_value, offset, value))
+        for key, (offset, value) in self.consumer.items():
+            yield self._decode(lambda v, k=key: decode_consumer_record(record_key_version(k), k, v), offset, value)
 
     def _decode(self, decode: Any, offset: int, value: bytes | None) -> Any:
         try:

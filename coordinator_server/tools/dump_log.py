@@ -3,7 +3,8 @@
 A PATH is a segment file (`%020d.log`) or a partition directory (all its segments, in offset order). A
 segment under `__consumer_offsets-<p>/` has its records decoded with `storage.codec.decode`, the one
 decoder of that topic, which the server itself replays with: group metadata (members, and for consumer groups their subscriptions and
-assignments decoded with kafka-python's consumer-protocol classes), offset commits, tombstones. Any other
+assignments decoded with kafka-python's consumer-protocol classes), offset commits, the KIP-848 consumer
+group records (`consumer_group_*`, topic ids as UUIDs), tombstones. Any other
 segment is a topic partition: one line per batch header, and with `--print-records` its keys and values.
 
 Read-only and independent of recovery: the server's `PartitionLog.open` would truncate a torn tail and
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coordinator_server.group.consumer.records import CONSUMER_GROUP_RECORD_TYPES
 from coordinator_server.group.records import GroupMetadataValue, OffsetCommitRecord
 from coordinator_server.storage.codec import OtherRecord, RecordDecodeError, decode_or_error
 from coordinator_server.storage.log import HEADER_SIZE
@@ -222,7 +224,7 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> dict[str, A
     if isinstance(rec, RecordDecodeError):
         return {"record_type": "unknown", "error": str(rec)}
     if isinstance(rec, OtherRecord):
-        # KIP-848 / share-group / streams-group record types: the server skips them on replay, so do we.
+        # Share-group / streams-group record types: the server skips them on replay, so do we.
         return {"record_type": "unknown", "key_version": rec.key_version}
     if isinstance(rec, OffsetCommitRecord):
         v = rec.value
@@ -231,8 +233,40 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> dict[str, A
                 "value": None if v is None else {
                     "offset": v.offset, "leader_epoch": v.leader_epoch, "metadata": v.metadata,
                     "commit_timestamp": v.commit_timestamp_ms, "expire_timestamp": v.expire_timestamp_ms}}
+    if isinstance(rec, CONSUMER_GROUP_RECORD_TYPES):
+        return _consumer_group_record(rec)
     return {"record_type": "group_metadata", "group_id": rec.group_id, "tombstone": rec.value is None,
             "value": None if rec.value is None else _group_value(rec.value)}
+
+
+_CONSUMER_KEY_FIELDS = ("group_id", "member_id", "regex")
+
+
+def _consumer_group_record(rec: Any) -> dict[str, Any]:
+    """A KIP-848 record: its key fields, and its value as plain JSON (sets sorted, UUIDs as strings)."""
+    kind = type(rec).__name__.removesuffix("Record")
+    name = "consumer_group_" + "".join(f"_{c.lower()}" if c.isupper() else c for c in kind.removeprefix("ConsumerGroup")).lstrip("_")
+    fields = {f: getattr(rec, f) for f in _CONSUMER_KEY_FIELDS if hasattr(rec, f)}
+    value_field = next(f for f in rec.__dataclass_fields__ if f not in _CONSUMER_KEY_FIELDS)
+    value = getattr(rec, value_field)
+    plain = _plain(value)
+    if value is not None and not hasattr(value, "__dataclass_fields__"):
+        plain = {value_field: plain}  # an epoch, the topics, an assignment: named as in the record
+    return {"record_type": name, **fields, "tombstone": value is None, "value": None if value is None else plain}
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "__dataclass_fields__"):
+        return {f: _plain(getattr(value, f)) for f in value.__dataclass_fields__}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (frozenset, set)):
+        return sorted(_plain(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
 
 
 def _group_value(v: GroupMetadataValue) -> dict[str, Any]:
@@ -307,6 +341,9 @@ def _record_text(r: dict[str, Any]) -> str:
         return f"key: unknown record type {r.get('key_version', '?')}" + (f" ERROR: {r['error']}" if "error" in r else "")
     if kind == "offset_commit":
         key = f"offset_commit::group={r['group_id']},partition={r['topic']}-{r['partition']}"
+    elif kind.startswith("consumer_group"):
+        extra = "".join(f",{f}={r[f]}" for f in ("member_id", "regex") if f in r)
+        key = f"{kind}::group={r['group_id']}{extra}"
     else:
         key = f"group_metadata::group={r['group_id']}"
     payload = "<DELETE>" if r["tombstone"] else json.dumps(r["value"], separators=(",", ":"))

@@ -2,7 +2,8 @@
 
     list                       ListGroups + DescribeGroups: group, state, protocol type, member count
     describe GROUP             DescribeGroups + FindCoordinator: state, protocol, coordinator, members and
-                               their decoded assignments
+                               their decoded assignments (ConsumerGroupDescribe for a consumer-protocol
+                               group, KIP-848: its assignor and group epoch)
     offsets GROUP              OffsetFetch + ListOffsets(latest): committed, log end, lag per partition
     delete GROUP...            DeleteGroups
     reset-offsets GROUP ...    DescribeGroups (must be Empty or Dead), ListOffsets, then OffsetCommit
@@ -125,8 +126,9 @@ def format_assignment(member: Member) -> str | None:
 
 def describe_json(group: GroupDescription, coordinator: Coordinator) -> dict[str, Any]:
     return {
-        "group_id": group.group_id, "state": group.state, "protocol_type": group.protocol_type,
-        "protocol": group.protocol or None,
+        "group_id": group.group_id, "type": group.group_type, "state": group.state,
+        "protocol_type": group.protocol_type, "protocol": group.protocol or None,
+        **({"group_epoch": group.group_epoch} if group.group_epoch is not None else {}),
         "coordinator": {"node_id": coordinator.node_id, "host": coordinator.host, "port": coordinator.port},
         "members": [{
             "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
@@ -142,7 +144,8 @@ def cmd_describe(session: AdminSession, args: argparse.Namespace) -> int:
     if args.json:
         write_json(describe_json(group, coordinator))
         return EXIT_OK
-    print(f"GROUP          {group.group_id}\nSTATE          {group.state}\n"
+    epoch = f"GROUP-EPOCH    {group.group_epoch}\n" if group.group_epoch is not None else ""
+    print(f"GROUP          {group.group_id}\nTYPE           {group.group_type}\n{epoch}STATE          {group.state}\n"
           f"PROTOCOL-TYPE  {group.protocol_type or '-'}\nPROTOCOL       {group.protocol or '-'}\n"
           f"COORDINATOR    {coordinator.node_id} ({coordinator.address})\n"
           f"MEMBERS        {len(group.members)}")

@@ -29,6 +29,7 @@ with warnings.catch_warnings():
     from kafka.structs import OffsetAndMetadata
 
 from coordinator_server.tools.broker_requests import call_any
+from protocol.consumer_group_messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "COORDINATOR_BOOTSTRAP_SERVER"
@@ -59,13 +60,17 @@ class Member:
 
 @dataclass(frozen=True)
 class GroupDescription:
-    """What DescribeGroups says. It carries no generation and no leader, so neither is here."""
+    """What DescribeGroups says (it carries no generation and no leader, so neither is here), or for a
+    consumer-protocol (KIP-848) group what ConsumerGroupDescribe says: then `protocol` is the server-side
+    assignor and `group_epoch` is set."""
 
     group_id: str
     state: str
     protocol_type: str
     protocol: str
     members: list[Member] = field(default_factory=list)
+    group_type: str = "classic"
+    group_epoch: int | None = None
 
     @property
     def exists(self) -> bool:
@@ -155,7 +160,24 @@ class AdminSession:
             if g.get("error"):
                 raise ToolError(f"DescribeGroups for group {group_id!r} failed: {g['error']}")
             out[group_id] = _description(g)
+            if out[group_id].state == "Dead":
+                # DescribeGroups sees only classic groups: a consumer-protocol group looks Dead to it.
+                out[group_id] = self._consumer_group(group_id) or out[group_id]
         return out
+
+    def _consumer_group(self, group_id: str) -> GroupDescription | None:
+        """ConsumerGroupDescribe, asked of the group's coordinator; None if it is no consumer group."""
+        coordinator = self.find_coordinator(group_id)
+        request = ConsumerGroupDescribeRequest[0](group_ids=[group_id], include_authorized_operations=False)
+        response = call_any(coordinator.address, request, ConsumerGroupDescribeResponse, CLIENT_ID, self.timeout_ms)
+        [g] = response.groups
+        if g.error_code:
+            return None
+        members = [Member(m.member_id, m.instance_id, m.client_id, m.client_host,
+                          sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions),
+                          sorted(m.subscribed_topic_names)) for m in g.members]
+        return GroupDescription(group_id, g.group_state, CONSUMER_PROTOCOL, g.assignor_name,
+                                sorted(members, key=lambda m: m.member_id), "consumer", g.group_epoch)
 
     def describe_group(self, group_id: str) -> GroupDescription:
         return self.describe_groups([group_id])[group_id]

@@ -94,6 +94,9 @@ class TopicStore:
         self._topics: dict[str, StoredTopic] = {}
         self._next_producer_id = 0
         self._producer_id_limit = 0  # exclusive end of the reserved block
+        # Moves whenever a topic is created or deleted or gets partitions: consumer groups (KIP-848) compare
+        # it to see that their subscribed topics changed.
+        self.version = 0
 
     # ------------------------------------------------------------------------------- lifecycle
 
@@ -162,6 +165,10 @@ class TopicStore:
             if t.topic_id == topic_id:
                 return t.view()
         return None
+
+    def topic_names(self) -> list[str]:
+        """The topics clients can consume (not __consumer_offsets)."""
+        return list(self._topics)
 
     def all(self) -> list[Topic]:
         return [self._offsets_topic, *(t.view() for t in self._topics.values())]
@@ -243,6 +250,7 @@ class TopicStore:
         topic = self._topics.pop(name, None)
         if topic is None:
             raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
+        self.version += 1
         doomed = []
         for p in topic.partitions:
             p.close()
@@ -254,6 +262,7 @@ class TopicStore:
         return topic.partitions, doomed
 
     def _add_partitions(self, topic: StoredTopic, count: int) -> None:
+        self.version += 1
         for p in range(len(topic.partitions), count):
             pdir = self.data_dir / f"{topic.name}-{p}"
             pdir.mkdir(exist_ok=True)

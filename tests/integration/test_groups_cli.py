@@ -213,3 +213,30 @@ def test_console_script_exit_codes(srv: ServerProcess) -> None:
                           env=env, capture_output=True, text=True, timeout=60)
     assert down.returncode == 1 and down.stdout == ""
     assert down.stderr.count("\n") == 1 and "cannot reach a server at 127.0.0.1:1" in down.stderr
+
+
+def test_a_consumer_protocol_group_is_listed_and_described(capsys: pytest.CaptureFixture[str],
+                                                           srv: ServerProcess) -> None:
+    """A KIP-848 group (confluent-kafka, group.protocol=consumer): DescribeGroups sees it Dead, so the CLI
+    asks ConsumerGroupDescribe of its coordinator."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    c = confluent_kafka.Consumer({"bootstrap.servers": srv.address, "group.id": "kip848", "group.protocol": "consumer",
+                                  "client.id": "next-gen", "auto.offset.reset": "earliest", "log_level": 0})
+    try:
+        c.subscribe([TOPIC])
+        deadline = time.monotonic() + 20
+        while len(c.assignment()) < 3:
+            assert time.monotonic() < deadline, "the consumer got no assignment"
+            c.poll(0.2)
+        listed = [g for g in run_json(capsys, srv, "list") if g["group_id"] == "kip848"]
+        assert listed == [{"group_id": "kip848", "state": "Stable", "protocol_type": "consumer", "members": 1}]
+        described = run_json(capsys, srv, "describe", "kip848")
+        assert (described["type"], described["state"], described["protocol"]) == ("consumer", "Stable", "uniform")
+        assert described["group_epoch"] >= 1
+        [member] = described["members"]
+        assert member["client_id"] == "next-gen" and member["subscribed_topics"] == [TOPIC]
+        assert member["assignment"] == [{"topic": TOPIC, "partition": p} for p in range(3)]
+        code, out, _ = run(capsys, srv, "describe", "kip848")
+        assert code == 0 and "TYPE           consumer" in out and "orders(0,1,2)" in out
+    finally:
+        c.close()

@@ -51,6 +51,12 @@ from kafka.protocol.sasl import (
 
 from coordinator_server.security.acls import Acl, save_acls
 from coordinator_server.security.users import main as users_main
+from protocol.consumer_group_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 
 from .conftest import ServerFactory, ServerProcess
 
@@ -286,6 +292,18 @@ def test_sasl_scram_group_acls(server_factory: ServerFactory, security_files: tu
         described = bob.call(DescribeGroupsRequest[5](groups=["app"], include_authorized_operations=False),
                              DescribeGroupsResponse)
         assert [g.error_code for g in described.groups] == [30]
+
+        def consumer_heartbeat(group: str, topics: list[str]) -> Any:
+            return bob.call(ConsumerGroupHeartbeatRequest[1](
+                group_id=group, member_id="m-bob", member_epoch=0, instance_id=None, rack_id=None,
+                rebalance_timeout_ms=10000, subscribed_topic_names=topics, subscribed_topic_regex=None,
+                server_assignor=None, topic_partitions=[]), ConsumerGroupHeartbeatResponse)
+        # KIP-848: READ on the group, then DESCRIBE on every subscribed topic, as Kafka's API layer checks.
+        assert consumer_heartbeat("app", ["orders"]).error_code == 30
+        assert consumer_heartbeat("shared", ["orders", "payroll"]).error_code == 29
+        c_described = bob.call(ConsumerGroupDescribeRequest[1](group_ids=["app"], include_authorized_operations=False),
+                               ConsumerGroupDescribeResponse)
+        assert [g.error_code for g in c_described.groups] == [30]
         coordinator = bob.call(FindCoordinatorRequest[2](key="app", key_type=0), FindCoordinatorResponse)
         assert coordinator.error_code == 30
         listed = bob.call(ListGroupsRequest[4](states_filter=[]), ListGroupsResponse)

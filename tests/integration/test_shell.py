@@ -42,7 +42,9 @@ OUR_RANGES = {3: (0, 12), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0
               # brokers to the controller (ControlledShutdown; NOT_CONTROLLER on a single node)
               7: (1, 3),
               # SASL (SaslHandshake, SaslAuthenticate)
-              17: (0, 1), 36: (0, 2)}
+              17: (0, 1), 36: (0, 2),
+              # KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe)
+              68: (0, 1), 69: (0, 1)}
 
 
 # ---------------------------------------------------------------------------------------- helpers

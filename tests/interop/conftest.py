@@ -38,7 +38,10 @@ PARTITIONS = 10
 ALL = frozenset(range(PARTITIONS))
 
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs", "sarama", "kafka-go",
-           "platformatic-kafka"]
+           "platformatic-kafka",
+           # KIP-848's protocol (group.protocol=consumer): librdkafka 2.16 speaks it.
+           "confluent-kafka+consumer"]
+CONSUMER_PROTOCOL_SUFFIX = "+consumer"
 _PY_DRIVERS = {"kafka-python": "kafka_python_driver", "confluent-kafka": "confluent_driver",
                "aiokafka": "aiokafka_driver", "kcat": "kcat_driver"}
 
@@ -80,7 +83,10 @@ class Member:
         self.client = client
         self.name = name
         self.opts = opts
-        argv = [*driver_argv(client), "--bootstrap", srv.address, "--topic", TOPIC]
+        base = client.removesuffix(CONSUMER_PROTOCOL_SUFFIX)
+        argv = [*driver_argv(base), "--bootstrap", srv.address, "--topic", TOPIC]
+        if base != client:
+            argv += ["--group-protocol", "consumer"]
         for key, value in opts.items():
             if value is not None:
                 argv += ["--" + key.replace("_", "-"), str(value)]
@@ -273,8 +279,12 @@ def harness(server_factory: ServerFactory, request: pytest.FixtureRequest,  # no
     # A short initial rebalance delay (Kafka's default is 3000 ms): clients send their first JoinGroup before
     # their own first Metadata answer, so with 0 the first leader assigns from an empty metadata snapshot
     # and must rejoin at once — which trips a kafka-python 3.0.12 bug (see drivers/kafka_python_driver.py).
+    # KIP-848 members' session timeout and heartbeat interval are the coordinator's: 3 s and 300 ms, as the
+    # classic members' are in the scenarios that kill one.
     srv = server_factory(initial_rebalance_delay_ms=300, min_session_timeout_ms=500, log_level="debug",
-                         topic=[f"{TOPIC}:{PARTITIONS}"], port=fixed_port())
+                         topic=[f"{TOPIC}:{PARTITIONS}"], port=fixed_port(),
+                         group_consumer_min_session_timeout_ms=3000, group_consumer_session_timeout_ms=3000,
+                         group_consumer_min_heartbeat_interval_ms=300, group_consumer_heartbeat_interval_ms=300)
     h = Harness(srv, log_dir, record_property)
     try:
         yield h

@@ -57,3 +57,40 @@ def test_torn_tail_and_crc_failure_become_error_rows(pipeline_run: PipelineRun) 
     errors = [r for r in rows if r["record_type"] == "error"]
     assert [e["position"] for e in errors] == [positions[1]] and "CRC" in errors[0]["error"]
     assert [r for r in rows if r["record_type"] != "error"] == [r for r in intact if r["position"] != positions[1]]
+
+
+def test_consumer_group_records_become_rows_that_fit_the_schema() -> None:
+    """KIP-848 records, through Kafka's bytes, as `consumer_group` rows the Arrow schema accepts."""
+    import uuid
+
+    from coordinator_server.group.consumer.records import (
+        ClassicMemberMetadata,
+        ConsumerGroupCurrentMemberAssignmentRecord,
+        ConsumerGroupMemberMetadataRecord,
+        ConsumerGroupMetadataRecord,
+        CurrentAssignmentValue,
+        MemberMetadataValue,
+    )
+    from coordinator_server.storage.codec import encode_record
+    from pipeline.decode import _offsets_record
+    from pipeline.reader import RECORD_SCHEMA, _to_arrow
+
+    topic_id = uuid.UUID(int=7)
+    records = [
+        ConsumerGroupMetadataRecord("cg", 4),
+        ConsumerGroupMemberMetadataRecord("cg", "m1", MemberMetadataValue(
+            None, None, "app", "/10.0.0.1", ("orders",), None, 30_000, "uniform", ClassicMemberMetadata(10_000, ()))),
+        ConsumerGroupCurrentMemberAssignmentRecord("cg", "m1", CurrentAssignmentValue(
+            4, 3, 0, {topic_id: frozenset({2, 0})}, {})),
+        ConsumerGroupMemberMetadataRecord("cg", "m0", None),
+    ]
+    rows = [_offsets_record(*encode_record(r)) for r in records]
+    assert [(r["record_type"], r["consumer_record"], r["key_version"]) for r in rows] == [
+        ("consumer_group", "metadata", 3), ("consumer_group", "member_metadata", 5),
+        ("consumer_group", "current_member_assignment", 8), ("consumer_group", "member_metadata", 5)]
+    assert rows[0]["epoch"] == 4
+    assert (rows[1]["member_type"], rows[1]["subscribed_topics"], rows[1]["client_id"]) == ("classic", ["orders"], "app")
+    assert rows[2]["consumer_assignment"] == [{"topic_id": str(topic_id), "partitions": [0, 2]}]
+    assert rows[2]["epoch"] == 4 and rows[3]["tombstone"] is True
+    [batch] = list(_to_arrow(iter([{"node": "n", **r} for r in rows]), RECORD_SCHEMA))
+    assert batch.num_rows == 4

@@ -26,6 +26,9 @@ from coordinator_server.group.api import (
     SyncGroupInput,
     SyncGroupResult,
 )
+from coordinator_server.group.consumer.api import ConsumerGroupHeartbeatInput
+from coordinator_server.group.consumer.settings import ConsumerGroupConfig
+from coordinator_server.group.consumer.topics import StaticTopicsImage
 from coordinator_server.group.coordinator import GroupConfig, GroupCoordinator
 from coordinator_server.group.group import GroupMetadata
 from coordinator_server.group.records import CoordinatorRecord, GroupMetadataRecord
@@ -65,10 +68,13 @@ class Harness:
     pending: list[PendingAppend] = field(default_factory=list)
     holding: bool = False
     failing: Errors | None = None
+    topics: dict[str, int] = field(default_factory=dict)  # the topic store KIP-848 consumer groups see
+    consumer_config: ConsumerGroupConfig | None = None
 
     def __post_init__(self) -> None:
         ids = itertools.count(1)
         self.timer = Timer(self.now)
+        self.image = StaticTopicsImage(self.topics)
         self.coordinator = GroupCoordinator(
             GroupConfig(
                 min_session_timeout_ms=self.min_session_timeout_ms,
@@ -80,6 +86,8 @@ class Harness:
             self.timer,
             member_id_factory=lambda prefix: f"{prefix}-{next(ids):08d}",
             wall_offset_ms=WALL_OFFSET_MS,
+            topics=self.image,
+            consumer_config=self.consumer_config,
         )
         for p in range(self.partitions):
             self.coordinator.load_partition(p, [], self.now)
@@ -139,6 +147,20 @@ class Harness:
         self._after_call()
         return error
 
+    def consumer_heartbeat(self, group: str, member_id: str, epoch: int, **kwargs: Any) -> Reply:
+        """A KIP-848 ConsumerGroupHeartbeat; joining (epoch 0) fills in what a first request must carry."""
+        if epoch == 0:
+            kwargs.setdefault("rebalance_timeout_ms", 300_000)
+            kwargs.setdefault("owned_partitions", ())
+            if "subscribed_topic_regex" not in kwargs:
+                kwargs.setdefault("subscribed_topic_names", tuple(self.topics))
+        reply = Reply()
+        self.coordinator.handle_consumer_group_heartbeat(
+            ConsumerGroupHeartbeatInput(group, member_id, epoch, client_id="client", client_host="/127.0.0.1",
+                                        **kwargs), self.now, reply)
+        self._after_call()
+        return reply
+
     def leave(self, group: str, *members: tuple[str, str | None], version: int = 5) -> LeaveGroupResult:
         result = self.coordinator.handle_leave_group(
             LeaveGroupInput(group, tuple(LeaveMember(m, i, None) for m, i in members), version), self.now
@@ -166,9 +188,11 @@ class Harness:
         self._after_call()
         return reply
 
-    def fetch(self, group: str, partitions: list[tuple[str, int]] | None = None) -> OffsetFetchResult:
+    def fetch(self, group: str, partitions: list[tuple[str, int]] | None = None, version: int = 8,
+              member_id: str | None = None, member_epoch: int = -1) -> OffsetFetchResult:
         result = self.coordinator.handle_offset_fetch(
-            OffsetFetchInput(group, None if partitions is None else tuple(partitions), False, 8), self.now
+            OffsetFetchInput(group, None if partitions is None else tuple(partitions), False, version, member_id,
+                             member_epoch), self.now
         )
         self._after_call()
         return result

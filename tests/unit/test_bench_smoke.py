@@ -86,3 +86,14 @@ def test_cluster_rows_render_figures_and_a_failure() -> None:
     assert "0.25x" in table
     assert render.figures(res)["replicated_commits_vs_single"] == {"16": 0.25}
     assert "failed: RuntimeError('no ZooKeeper')" in render.table({"cluster": {"error": "RuntimeError('no ZooKeeper')"}})
+
+
+def test_consumer_group_scenario_converges_and_renders() -> None:
+    from benchmarks import consumer_groups
+
+    res = {"assignor": consumer_groups.assignor([10, 50], 200, repeats=1),
+           "converge": consumer_groups.converge(50, 200), "kafka_uniform_5000_ms": 1.7}
+    assert res["converge"]["converged"] and res["converge"]["rounds"] <= 3
+    assert (res["converge"]["share_min"], res["converge"]["share_max"]) == (3, 4)
+    rows = render.consumer_rows(res)
+    assert len(rows) == 3 and "KIP-848 convergence" in rows[-1]

@@ -206,14 +206,14 @@ async def test_unknown_record_types_are_skipped_with_a_warning(tmp_path: Path) -
     await log.append(0, [commit("g", 1)], 1)
     await log.close()
     plog = PartitionLog.open(tmp_path, 0)
-    plog.append([(b"\x00\x05\x00\x01x", b"\x00\x00")], 2)  # a KIP-848 record (key version 5)
+    plog.append([(b"\x00\x0a\x00\x01x", b"\x00\x00")], 2)  # a KIP-932 share group record (key version 10)
     plog.close()
     log = CoordinatorLog.open(tmp_path, 1, ALWAYS)
     with capture_logs() as logs:
         assert list(log.replay(0)) == [commit("g", 1)]
     assert [(e["event"], e["partition"], e["offset"], e["key_version"]) for e in logs] == \
-        [("unknown_record_type_skipped", 0, 1, 5)]
-    assert logs[0]["record_type"] == "ConsumerGroupMemberMetadata"
+        [("unknown_record_type_skipped", 0, 1, 10)]
+    assert logs[0]["record_type"] == "ShareGroupMemberMetadata"
     await log.close()
 
 

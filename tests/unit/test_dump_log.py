@@ -176,3 +176,28 @@ def test_undecodable_record_is_reported_not_raised(tmp_path: Path, capsys: pytes
 def test_missing_path_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["dump-log", str(tmp_path / "nope.log")]) == 1
     assert capsys.readouterr().err.strip() == f"coordinator-server dump-log: error: {tmp_path / 'nope.log'}: no such file or directory"
+
+
+def test_consumer_group_records_are_decoded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import uuid
+
+    from coordinator_server.group.consumer import records as cg
+    topic = uuid.UUID("0102030405060708090a0b0c0d0e0f10")
+    log = PartitionLog.open(tmp_path, 1)
+    log.append([encode_record(cg.ConsumerGroupMetadataRecord("cg", 3)),
+                encode_record(cg.ConsumerGroupCurrentMemberAssignmentRecord("cg", "m-1", cg.CurrentAssignmentValue(
+                    3, 2, 1, {topic: frozenset({2, 0})}, {topic: frozenset({5})}))),
+                encode_record(cg.ConsumerGroupMemberMetadataRecord("cg", "m-1", None))], 1_000)
+    log.sync()
+    log.close()
+    code, items, _err = dump_json(capsys, "--print-records", str(tmp_path / "__consumer_offsets-1"))
+    assert code == 0
+    epoch, assignment, tombstone = items[0]["records"]
+    assert (epoch["record_type"], epoch["group_id"], epoch["value"]) == ("consumer_group_metadata", "cg", {"epoch": 3})
+    assert assignment["record_type"] == "consumer_group_current_member_assignment" and assignment["member_id"] == "m-1"
+    assert assignment["value"]["assigned_partitions"] == {str(topic): [0, 2]}
+    assert assignment["value"]["partitions_pending_revocation"] == {str(topic): [5]}
+    assert (tombstone["record_type"], tombstone["tombstone"]) == ("consumer_group_member_metadata", True)
+    cli_main(["dump-log", "--print-records", str(tmp_path / "__consumer_offsets-1")])
+    text = capsys.readouterr().out
+    assert "key: consumer_group_member_metadata::group=cg,member_id=m-1 payload: <DELETE>" in text

@@ -50,6 +50,8 @@ RANGES_V0 = h(
     "0025" "0000" "0003"  # CreatePartitions 0-3
     "002a" "0000" "0002"  # DeleteGroups 0-2
     "002f" "0000" "0000"  # OffsetDelete 0
+    "0044" "0000" "0001"  # ConsumerGroupHeartbeat 0-1
+    "0045" "0000" "0001"  # ConsumerGroupDescribe 0-1
 )
 
 
@@ -57,7 +59,7 @@ def test_api_table_is_exactly_the_served_ranges() -> None:
     assert advertised_ranges() == [
         (0, 0, 9), (1, 0, 13), (2, 0, 7), (3, 0, 12), (7, 1, 3), (8, 1, 9), (9, 1, 9), (10, 0, 6), (11, 0, 9),
         (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5), (16, 0, 5), (17, 0, 1), (18, 0, 4), (19, 2, 7),
-        (20, 1, 6), (22, 0, 4), (23, 2, 4), (36, 0, 2), (37, 0, 3), (42, 0, 2), (47, 0, 0),
+        (20, 1, 6), (22, 0, 4), (23, 2, 4), (36, 0, 2), (37, 0, 3), (42, 0, 2), (47, 0, 0), (68, 0, 1), (69, 0, 1),
     ]
     assert {k: API_TABLE[k].request.name for k in API_TABLE}[11] == "JoinGroupRequest"
 
@@ -151,20 +153,20 @@ def test_response_header_v1_for_flexible() -> None:
 
 
 def test_api_versions_v0() -> None:
-    body = h("0000" "00000018") + RANGES_V0
+    body = h("0000" "0000001a") + RANGES_V0
     assert encode_response(api_versions_body(0), 9) == h("%08x" % (4 + len(body)) + "00000009") + body
 
 
 def test_api_versions_v3_keeps_header_v0() -> None:
     entries = b"".join(RANGES_V0[i:i + 6] + h("00") for i in range(0, len(RANGES_V0), 6))
-    body = h("0000" "19") + entries + h("00000000" "00")  # compact array (n+1), throttle, no tags
+    body = h("0000" "1b") + entries + h("00000000" "00")  # compact array (n+1), throttle, no tags
     expected = h("%08x" % (4 + len(body)) + "00000009") + body  # header v0: no tagged fields
     assert encode_response(api_versions_body(3), 9) == expected
     assert encode_response(api_versions_body(4), 9) == expected
 
 
 def test_unsupported_version_answer_is_v0_layout_with_our_ranges() -> None:
-    body = h("0023" "00000018") + RANGES_V0
+    body = h("0023" "0000001a") + RANGES_V0
     assert unsupported_api_versions_response(42) == h("%08x" % (4 + len(body)) + "0000002a") + body
 
 

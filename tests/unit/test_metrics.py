@@ -322,3 +322,23 @@ def test_request_latencies_land_in_prometheus_le_buckets_and_bytes_are_counted()
     metrics.BYTES_IN.value += 42
     assert readings.delta() == [3, 3, 1, 2, 3, 1, 42]
     assert sample("coordinator_request_latency_seconds_sum", **labels) >= 700.0012
+
+
+def test_consumer_protocol_groups_are_counted_by_state_with_their_members_and_lag() -> None:
+    from tests.unit.test_consumer_group_facade import consumer_group
+
+    h = Harness(topics={"orders": 4})
+    h.coordinator.consumer.events = metrics.ConsumerGroupMetrics()
+    bumps = metrics.REGISTRY.get_sample_value("coordinator_consumer_group_epoch_bumps_total") or 0.0
+    left = metrics.REGISTRY.get_sample_value("coordinator_consumer_members_fenced_total", {"reason": "leave"}) or 0.0
+    members = consumer_group(h, 2)
+    m0, epoch = members[0]
+    h.commit("cg", {("orders", 0): 5}, generation=epoch, member_id=m0, version=9)
+    snap = metrics.take_snapshot(h.coordinator, FakeStore({("orders", 0): 8}), [])
+    assert snap.consumer_groups_by_state == {"Empty": 0, "Assigning": 0, "Reconciling": 0, "Stable": 1}
+    assert snap.groups_by_state["Stable"] == 0 and snap.members == 2
+    assert snap.lag == [("cg", "orders", 0, 3)]
+    h.consumer_heartbeat("cg", m0, -1)
+    assert metrics.REGISTRY.get_sample_value("coordinator_consumer_group_epoch_bumps_total") > bumps + 1
+    assert metrics.REGISTRY.get_sample_value("coordinator_consumer_members_fenced_total",
+                                             {"reason": "leave"}) == left + 1

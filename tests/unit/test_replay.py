@@ -293,15 +293,15 @@ async def test_a_record_without_a_key_refuses(tmp_path: Path) -> None:
 
 
 async def test_unknown_record_types_are_logged_each_time_and_skipped(tmp_path: Path) -> None:
-    unknown = b"\x00\x05abc"
+    unknown = b"\x00\x0aabc"  # a KIP-932 share group record
     write_raw(tmp_path, [[(unknown, b"x"), (offset_key("g"), offset_value(1))], [(unknown, b"y")]], 1 << 20)
     log = CoordinatorLog.open(tmp_path, 1, ALWAYS, cleaner=OFF)
     with capture_logs() as logs:
         records = list(log.replay_latest(0))
     assert records == [OffsetCommitRecord("g", "t", 0, OffsetCommitValue(1, -1, "", 1, -1))]
     skipped = [e for e in logs if e["event"] == "unknown_record_type_skipped"]
-    assert [(e["offset"], e["key_version"]) for e in skipped] == [(0, 5), (2, 5)]
-    assert {e["record_type"] for e in skipped} == {"ConsumerGroupMemberMetadata"}
+    assert [(e["offset"], e["key_version"]) for e in skipped] == [(0, 10), (2, 10)]
+    assert {e["record_type"] for e in skipped} == {"ShareGroupMemberMetadata"}
     await log.close()
 
 

@@ -41,6 +41,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--role", choices=["consumer", "producer"], default="consumer")
     p.add_argument("--assignor", choices=["range", "roundrobin", "cooperative-sticky"], default="range")
     p.add_argument("--instance-id", default=None, help="group.instance.id (static membership)")
+    p.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+                   help="consumer: KIP-848, the coordinator assigns (librdkafka's group.protocol)")
     p.add_argument("--client-id", default=None)
     p.add_argument("--session-timeout-ms", type=int, default=6000)
     p.add_argument("--heartbeat-interval-ms", type=int, default=300)

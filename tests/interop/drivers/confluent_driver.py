@@ -1,4 +1,6 @@
-"""confluent-kafka driver: Consumer with on_assign/on_revoke/on_lost, classic protocol, commit after processing."""
+"""confluent-kafka driver: Consumer with on_assign/on_revoke/on_lost, commit after processing; the classic
+protocol, or with --group-protocol consumer KIP-848's (the coordinator assigns with the server-side assignor
+standing for --assignor: range as range, cooperative-sticky as uniform, KIP-848's incremental default)."""
 from __future__ import annotations
 
 import time
@@ -25,15 +27,19 @@ def produce(args) -> None:  # type: ignore[no-untyped-def]
 def consume(args) -> None:  # type: ignore[no-untyped-def]
     stop = Stop()
     conf = {
-        "bootstrap.servers": args.bootstrap, "group.id": args.group, "group.protocol": "classic",
+        "bootstrap.servers": args.bootstrap, "group.id": args.group, "group.protocol": args.group_protocol,
         "client.id": args.client_id or "confluent-kafka",
-        "partition.assignment.strategy": args.assignor,
-        "session.timeout.ms": args.session_timeout_ms, "heartbeat.interval.ms": args.heartbeat_interval_ms,
         # librdkafka requires max.poll.interval.ms >= session.timeout.ms
         "max.poll.interval.ms": max(args.rebalance_timeout_ms, args.session_timeout_ms),
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
         "topic.metadata.refresh.interval.ms": 5000, "reconnect.backoff.max.ms": 500,
     }
+    if args.group_protocol == "consumer":
+        # Session timeout and heartbeat interval are the coordinator's (group.consumer.*): not client settings.
+        conf["group.remote.assignor"] = "range" if args.assignor == "range" else "uniform"
+    else:
+        conf.update({"partition.assignment.strategy": args.assignor, "session.timeout.ms": args.session_timeout_ms,
+                     "heartbeat.interval.ms": args.heartbeat_interval_ms})
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     if args.debug:

@@ -1,0 +1,800 @@
+"""ConsumerGroupHeartbeat: joining, heartbeating, leaving and being fenced (KIP-848; Kafka's
+GroupMetadataManager for consumer groups).
+
+Theory of operation. A heartbeat runs in three steps against the group as it stands, collecting records:
+1. the member is created or updated; a change of its subscription (names, regex, the topics they resolve
+   to) bumps the group epoch;
+2. if the group epoch is ahead of the target assignment's, the assignor computes a new target for every
+   member (one epoch, one assignment, whoever's heartbeat got there first);
+3. the member is reconciled one step towards its target (`reconciliation.py`).
+The records are then applied to the group (the one way hard state changes, and the same apply that
+replays the log at load) and handed to the shell; the response waits until they are durable. A write
+that fails answers the member with the mapped error; the group stays as applied, which is what the log
+of this leader holds or will hold (docs/decisions.md, "KIP-848 consumer groups").
+
+Timers, keyed per member and replaced on every schedule: the session timeout (reset by every heartbeat;
+expiry fences the member) and the rebalance timeout (set when a member must revoke partitions; it is
+fenced if it has not done so at that epoch by then). Both re-check the group when they fire.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Protocol
+
+import structlog
+
+from coordinator_server.purgatory import Timer, TimerTask
+from protocol.errors import Errors
+
+from ..api import AppendRecords
+from ..records import CoordinatorRecord, OffsetCommitValue
+from . import admin
+from . import regex as regexes
+from .api import (
+    ConsumerGroupDescription,
+    ConsumerGroupHeartbeatInput,
+    ConsumerGroupHeartbeatResult,
+    HeartbeatCallback,
+)
+from .assignors import ASSIGNORS, PartitionAssignorError
+from .errors import ConsumerGroupError, group_not_found, invalid_request, not_a_consumer_group, unknown_member
+from .group import ConsumerGroup
+from .member import ConsumerGroupMember, MemberState, new_member
+from .reconciliation import FencedByReconciliation, reconcile
+from .records import (
+    CONSUMER_GROUP_RECORD_TYPES,
+    Assignment,
+    ConsumerGroupCurrentMemberAssignmentRecord,
+    ConsumerGroupMemberMetadataRecord,
+    ConsumerGroupMetadataRecord,
+    ConsumerGroupPartitionMetadataRecord,
+    ConsumerGroupRecord,
+    ConsumerGroupRegularExpressionRecord,
+    ConsumerGroupTargetAssignmentMemberRecord,
+    ResolvedRegex,
+    TopicMetadata,
+    assignment_partitions,
+)
+from .settings import REGEX_REFRESH_INTERVAL_MS, ConsumerGroupConfig
+from .target import build_target_assignment, subscribed_topics
+from .topics import StaticTopicsImage, TopicsImage
+
+log = structlog.get_logger("coordinator_server.group.consumer")
+
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+LEAVE_STATIC_EPOCH = -2
+CONSUMER_GENERATED_MEMBER_ID_VERSION = 1
+
+# Write errors as the heartbeat reports them (the new coordinator's mapping for its writes).
+_WRITE_ERRORS = {
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+}
+
+
+class ConsumerGroupsHost(Protocol):
+    """What the manager needs of the façade (coordinator.py): the clock, the gate, the timer, the classic
+    groups sharing the group-id namespace, and the append queue."""
+
+    @property
+    def now_ms(self) -> int: ...
+
+    @property
+    def wall_ms(self) -> int: ...
+
+    @property
+    def timer(self) -> Timer: ...
+
+    def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> Errors | None: ...
+
+    def classic_group_is_empty(self, group_id: str) -> bool | None:
+        """None: no classic group of that id; True: one without members (a consumer group may take it)."""
+        ...
+
+    def take_over_classic_group(self, group_id: str) -> tuple[dict[tuple[str, int], OffsetCommitValue], CoordinatorRecord]:
+        """Remove the empty classic group; its committed offsets and the tombstone that deletes it."""
+        ...
+
+    def upgrade_classic_group(self, group_id: str
+                              ) -> tuple[list[CoordinatorRecord], dict[tuple[str, int], OffsetCommitValue]] | None:
+        """Remove the classic group (with members) if it may become a consumer group: the records that
+        delete it and create the consumer group, and its offsets; None if it may not."""
+        ...
+
+    def downgrade_consumer_group(self, group: ConsumerGroup, remaining: list[ConsumerGroupMember]
+                                 ) -> list[CoordinatorRecord] | None:
+        """Make the classic group this consumer group becomes when only `remaining` (all classic members)
+        are left, and start its rebalance: the records that write it; None if it stays a consumer group."""
+        ...
+
+
+class ConsumerGroupEvents:
+    """What the manager reports for metrics (the shell passes an implementation; this one does nothing)."""
+
+    def on_group_epoch_bump(self, group_id: str, reason: str) -> None:
+        """The group epoch moved: a rebalance of the consumer protocol started."""
+
+    def on_member_fenced(self, group_id: str, reason: str, kind: str) -> None:
+        """A member was removed; `kind` is one of FENCE_KINDS (a bounded label), `reason` says more."""
+
+
+def default_member_id() -> str:
+    return str(uuid.uuid4())
+
+
+class ConsumerGroupManager:
+    def __init__(self, host: ConsumerGroupsHost, append: AppendRecords, config: ConsumerGroupConfig | None = None,
+                 topics: TopicsImage | None = None, new_member_id: Callable[[], str] = default_member_id,
+                 events: ConsumerGroupEvents | None = None) -> None:
+        self.host = host
+        self.append = append
+        self.config = config or ConsumerGroupConfig()
+        self.topics: TopicsImage = topics if topics is not None else StaticTopicsImage()
+        self.new_member_id = new_member_id
+        self.events = events or ConsumerGroupEvents()
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._timers: dict[tuple[str, str, str], _MemberTimer] = {}
+        unknown = [a for a in self.config.assignors if a not in ASSIGNORS]
+        if unknown or not self.config.assignors:
+            raise ValueError(f"unknown consumer group assignors {unknown}; known: {', '.join(ASSIGNORS)}")
+
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        return self.groups.get(group_id)
+
+    # -- ConsumerGroupHeartbeat --------------------------------------------------------------------------
+
+    def handle_heartbeat(self, inp: ConsumerGroupHeartbeatInput, respond: HeartbeatCallback) -> None:
+        error = self.host.validate_group_status(inp.group_id)
+        if error is not None:
+            respond(ConsumerGroupHeartbeatResult(error))
+            return
+        try:
+            self._validate_request(inp)
+            if inp.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
+                records, result = self._leave(inp)
+            else:
+                records, result = self._heartbeat(inp)
+        except ConsumerGroupError as e:
+            respond(ConsumerGroupHeartbeatResult(e.error, e.message))
+            return
+        if not records:
+            respond(result)
+            return
+
+        def on_written(error: Errors) -> None:
+            if error is Errors.NONE:
+                respond(result)
+            else:
+                log.warning("consumer_group_write_failed", group_id=inp.group_id, member_id=inp.member_id,
+                            error=error.name)
+                respond(ConsumerGroupHeartbeatResult(self.write_error(error)))
+
+        self.append(inp.group_id, tuple(records), on_written)
+
+    @staticmethod
+    def write_error(error: Errors) -> Errors:
+        """A failed write as the request that caused it reports it."""
+        return _WRITE_ERRORS.get(error, error)
+
+    def _validate_request(self, inp: ConsumerGroupHeartbeatInput) -> None:
+        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid, with its messages."""
+        epoch = inp.member_epoch
+        if inp.api_version >= CONSUMER_GENERATED_MEMBER_ID_VERSION or epoch > 0 or epoch == LEAVE_EPOCH:
+            _throw_if_empty(inp.member_id, "MemberId can't be empty.")
+        _throw_if_empty(inp.group_id, "GroupId can't be empty.")
+        _throw_if_empty(inp.instance_id, "InstanceId can't be empty.")
+        _throw_if_empty(inp.rack_id, "RackId can't be empty.")
+        if epoch == JOIN_EPOCH:
+            if inp.rebalance_timeout_ms == -1:
+                raise invalid_request("RebalanceTimeoutMs must be provided in first request.")
+            if inp.owned_partitions is None or inp.owned_partitions:
+                raise invalid_request("TopicPartitions must be empty when (re-)joining.")
+            if inp.subscribed_topic_names is None and inp.subscribed_topic_regex is None:
+                raise invalid_request("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
+                                      "when (re-)joining.")
+        elif epoch == LEAVE_STATIC_EPOCH:
+            if inp.instance_id is None:
+                raise invalid_request("InstanceId can't be null.")
+        elif epoch < LEAVE_STATIC_EPOCH:
+            raise invalid_request("MemberEpoch is invalid.")
+        if inp.server_assignor is not None and inp.server_assignor not in self.config.assignors:
+            raise ConsumerGroupError(
+                Errors.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {inp.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.config.assignors)}.")
+
+    def _heartbeat(self, inp: ConsumerGroupHeartbeatInput) -> tuple[list[CoordinatorRecord], ConsumerGroupHeartbeatResult]:
+        records: list[CoordinatorRecord] = []
+        joining = inp.member_epoch == JOIN_EPOCH
+        group, taken_over = self._get_or_maybe_create_group(inp.group_id, joining, records)
+        member_id = inp.member_id or self.new_member_id()
+        self.throw_if_full(group, member_id)
+        if inp.instance_id is None:
+            member = self.dynamic_member(group, member_id, inp, joining)
+        else:
+            member = self.static_member(group, member_id, inp, joining, records)
+        # A static member replaced under a new id keeps its predecessor's target until the next epoch.
+        predecessor = group.static_member(inp.instance_id)
+        target_owner = predecessor.member_id if predecessor is not None else member.member_id
+        owned = None if inp.owned_partitions is None else {t: p for t, p in inp.owned_partitions}
+        updated = self.update_member(group, member, self._updated_member(member, inp), target_owner, owned, records)
+        if taken_over is not None:
+            group.offsets = taken_over
+        self.schedule_session_timeout(group.group_id, updated.member_id)
+        result = ConsumerGroupHeartbeatResult(Errors.NONE, None, updated.member_id, updated.member_epoch,
+                                              self.config.heartbeat_interval_ms)
+        full_request = joining or (inp.rebalance_timeout_ms != -1 and inp.owned_partitions is not None and (
+            inp.subscribed_topic_names is not None or inp.subscribed_topic_regex is not None))
+        if full_request or updated.assigned_partitions != member.assigned_partitions:
+            result.assignment = updated.assigned_partitions
+        return records, result
+
+    def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
+                      target_owner: str, owned: dict[uuid.UUID, tuple[int, ...]] | None,
+                      records: list[CoordinatorRecord]) -> ConsumerGroupMember:
+        """Steps 1-3 of a heartbeat (or of a classic member's JoinGroup): write the member's change, bump
+        the group epoch if its subscription or the subscribed topics changed, compute a new target if the
+        group epoch is ahead of it, reconcile the member one step, and apply the records to the group."""
+        resolved = dict(group.resolved_regexes)
+        bump_reasons: list[str] = []
+        if group.group_epoch == 0:
+            bump_reasons.append("new group")
+        if not updated.metadata_equal(member) or updated.member_id not in group.members:
+            records.append(ConsumerGroupMemberMetadataRecord(group.group_id, updated.member_id, updated.metadata_value()))
+        self._maybe_update_regexes(group, member, updated, resolved, records)
+        if subscribed_topics(updated, resolved) != subscribed_topics(member, group.resolved_regexes):
+            bump_reasons.append(f"member {updated.member_id} changed its subscription")
+        metadata = group.subscription_metadata
+        metadata_version = None
+        if bump_reasons or group.metadata_version != self.topics.version:
+            metadata_version = self.topics.version
+            metadata = self._subscription_metadata(group, member, updated, resolved)
+            if metadata != group.subscription_metadata:
+                records.append(ConsumerGroupPartitionMetadataRecord(group.group_id, tuple(sorted(
+                    metadata.values(), key=lambda t: t.name))))
+                bump_reasons.append("the subscribed topics' metadata changed")
+        group_epoch = group.group_epoch
+        if bump_reasons:
+            group_epoch += 1
+            records.append(ConsumerGroupMetadataRecord(group.group_id, group_epoch))
+            reason = "; ".join(bump_reasons)
+            log.info("consumer_group_epoch_bumped", group_id=group.group_id, group_epoch=group_epoch, reason=reason)
+            self.events.on_group_epoch_bump(group.group_id, reason)
+        if group_epoch > group.assignment_epoch:
+            target = self._update_target_assignment(group, group_epoch, member, updated, target_owner, metadata,
+                                                    resolved, records)
+            target_epoch = group_epoch
+        else:
+            target = group.member_target(target_owner)
+            target_epoch = group.assignment_epoch
+        updated = self._maybe_reconcile(group, updated, target_epoch, target, owned, metadata, resolved, records)
+        self._apply(group, records)
+        if metadata_version is not None:
+            group.metadata_version = metadata_version
+        return updated
+
+    # -- the group and the member ---------------------------------------------------------------------
+
+    def _get_or_maybe_create_group(self, group_id: str, create: bool, records: list[CoordinatorRecord]
+                                   ) -> tuple[ConsumerGroup, dict[tuple[str, int], OffsetCommitValue] | None]:
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group, None
+        classic_empty = self.host.classic_group_is_empty(group_id)
+        if classic_empty is None:
+            if not create:
+                raise group_not_found(group_id)
+            return ConsumerGroup(group_id), None
+        if create and classic_empty:
+            # Kafka's maybeDeleteEmptyClassicGroup: an empty classic group gives way, keeping its offsets.
+            offsets, tombstone = self.host.take_over_classic_group(group_id)
+            records.append(tombstone)
+            log.info("classic_group_replaced", group_id=group_id, offsets=len(offsets),
+                     reason="a consumer protocol member joined the empty classic group")
+            return ConsumerGroup(group_id), offsets
+        if create:
+            return self._upgrade(group_id), None
+        raise not_a_consumer_group(group_id)
+
+    def _upgrade(self, group_id: str) -> ConsumerGroup:
+        """KIP-848's online upgrade: the classic group with members becomes a consumer group (`group/migration.py`).
+        Its records are written at once, ahead of the joining member's, so whatever the heartbeat then
+        refuses, the log and the group agree."""
+        converted = self.host.upgrade_classic_group(group_id)
+        if converted is None:
+            raise not_a_consumer_group(group_id)
+        records, offsets = converted
+        group = ConsumerGroup(group_id)
+        self._apply(group, records)
+        group.offsets = offsets
+        for member_id in group.members:
+            self.schedule_session_timeout(group_id, member_id)
+        self.append(group_id, tuple(records), lambda error: None)
+        log.info("consumer_group_upgraded", group_id=group_id, members=len(group.members),
+                 group_epoch=group.group_epoch, reason="a consumer protocol member joined the classic group")
+        return group
+
+    def throw_if_full(self, group: ConsumerGroup, member_id: str) -> None:
+        if len(group.members) >= self.config.max_size and member_id not in group.members:
+            raise ConsumerGroupError(Errors.GROUP_MAX_SIZE_REACHED,
+                                     f"The consumer group has reached its maximum capacity of "
+                                     f"{self.config.max_size} members.")
+
+    def dynamic_member(self, group: ConsumerGroup, member_id: str, inp: ConsumerGroupHeartbeatInput,
+                       joining: bool) -> ConsumerGroupMember:
+        member = group.members.get(member_id)
+        if member is None:
+            if not joining:
+                raise unknown_member(member_id, group.group_id)
+            log.info("consumer_member_joining", group_id=group.group_id, member_id=member_id, protocol="consumer")
+            return new_member(member_id)
+        _throw_if_epoch_invalid(member, inp)
+        return member
+
+    def static_member(self, group: ConsumerGroup, member_id: str, inp: ConsumerGroupHeartbeatInput, joining: bool,
+                      records: list[CoordinatorRecord], classic: bool = False) -> ConsumerGroupMember:
+        """The static member a request is for; a new member id for a known instance replaces the old member
+        if that one left (epoch -2), speaks the classic protocol, or `classic` (a JoinGroup) is asking."""
+        instance_id = inp.instance_id
+        assert instance_id is not None
+        existing = group.static_member(instance_id)
+        if not joining:
+            if existing is None:
+                raise ConsumerGroupError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+            _throw_if_instance_fenced(existing, group.group_id, member_id, instance_id)
+            _throw_if_epoch_invalid(existing, inp)
+            return existing
+        if existing is None:
+            member = group.members.get(member_id)
+            if member is not None:
+                # A known member id may not take an instance id it did not join with.
+                raise invalid_request(f"Member {member_id} cannot change its instance id to {instance_id}.")
+            log.info("consumer_member_joining", group_id=group.group_id, member_id=member_id,
+                     group_instance_id=instance_id, protocol="consumer")
+            return new_member(member_id)
+        if existing.member_id == member_id:
+            # The same process again (a lost response, or after FENCED_MEMBER_EPOCH): handled in place.
+            if existing.member_epoch == LEAVE_STATIC_EPOCH:
+                return existing.update_epoch(0)
+            return existing
+        if existing.member_epoch != LEAVE_STATIC_EPOCH and not existing.uses_classic_protocol and not classic:
+            log.info("static_member_unreleased", group_id=group.group_id, member_id=member_id,
+                     group_instance_id=instance_id, current_member_id=existing.member_id)
+            raise ConsumerGroupError(
+                Errors.UNRELEASED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {instance_id} cannot join the group because the "
+                f"instance id is owned by {existing.member_id} member.")
+        # The instance restarted: the new member id takes over the old one's assignment, epoch 0.
+        replacement = _rename(existing, member_id)
+        records.extend(_member_tombstones(group.group_id, existing.member_id))
+        records.append(ConsumerGroupMemberMetadataRecord(group.group_id, member_id, replacement.metadata_value()))
+        records.append(ConsumerGroupTargetAssignmentMemberRecord(group.group_id, member_id,
+                                                                 group.member_target(existing.member_id)))
+        records.append(ConsumerGroupCurrentMemberAssignmentRecord(group.group_id, member_id,
+                                                                  replacement.assignment_value()))
+        self._cancel_timers(group.group_id, existing.member_id)
+        log.info("static_member_replaced", group_id=group.group_id, group_instance_id=instance_id,
+                 old_member_id=existing.member_id, member_id=member_id, protocol="consumer")
+        return replacement
+
+    def _updated_member(self, member: ConsumerGroupMember, inp: ConsumerGroupHeartbeatInput) -> ConsumerGroupMember:
+        changes: dict[str, object] = {"client_id": inp.client_id, "client_host": inp.client_host,
+                                      "classic_member_metadata": None}
+        if inp.instance_id is not None:
+            changes["instance_id"] = inp.instance_id
+        if inp.rack_id is not None:
+            changes["rack_id"] = inp.rack_id
+        if inp.rebalance_timeout_ms != -1:
+            changes["rebalance_timeout_ms"] = inp.rebalance_timeout_ms
+        if inp.server_assignor is not None:
+            changes["server_assignor_name"] = inp.server_assignor
+        if inp.subscribed_topic_names is not None:
+            changes["subscribed_topic_names"] = frozenset(inp.subscribed_topic_names)
+        if inp.subscribed_topic_regex is not None:
+            changes["subscribed_topic_regex"] = inp.subscribed_topic_regex or None
+        return replace(member, **changes)  # type: ignore[arg-type]
+
+    # -- subscriptions ------------------------------------------------------------------------------------
+
+    def _maybe_update_regexes(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
+                              resolved: dict[str, ResolvedRegex], records: list[CoordinatorRecord]) -> None:
+        """Resolve a regex a member brings, drop one nobody uses any more, and re-resolve the group's
+        regexes when topics changed (at most every REGEX_REFRESH_INTERVAL_MS, as Kafka batches them)."""
+        old, new = member.subscribed_topic_regex, updated.subscribed_topic_regex
+        now_ms = self.host.now_ms
+        if old != new:
+            if old and group.subscribed_regexes.get(old, 0) == 1 and member.member_id in group.members:
+                records.append(ConsumerGroupRegularExpressionRecord(group.group_id, old, None))
+                resolved.pop(old, None)
+            if new and new not in resolved:
+                try:
+                    regexes.validate(new)
+                except regexes.InvalidRegularExpression as e:
+                    raise ConsumerGroupError(Errors.INVALID_REGULAR_EXPRESSION, str(e)) from None
+                self._resolve(group, new, resolved, records)
+        in_use = set(group.subscribed_regexes) | ({new} if new else set())
+        stale = [r for r in in_use if r in resolved and resolved[r].version != self.topics.version]
+        if stale and now_ms - group.last_regex_refresh_ms >= REGEX_REFRESH_INTERVAL_MS:
+            for regex in sorted(stale):
+                self._resolve(group, regex, resolved, records)
+
+    def _resolve(self, group: ConsumerGroup, regex: str, resolved: dict[str, ResolvedRegex],
+                 records: list[CoordinatorRecord]) -> None:
+        topics = regexes.resolve(regex, self.topics.topic_names())
+        value = ResolvedRegex(topics, self.topics.version, self.host.wall_ms)
+        previous = resolved.get(regex)
+        resolved[regex] = value
+        group.last_regex_refresh_ms = self.host.now_ms
+        if previous is None or previous.topics != topics or previous.version != value.version:
+            records.append(ConsumerGroupRegularExpressionRecord(group.group_id, regex, value))
+            log.info("consumer_group_regex_resolved", group_id=group.group_id, regex=regex, topics=len(topics))
+
+    def _subscription_metadata(self, group: ConsumerGroup, member: ConsumerGroupMember | None,
+                               updated: ConsumerGroupMember | None, resolved: dict[str, ResolvedRegex]
+                               ) -> dict[str, TopicMetadata]:
+        """The subscribed topics' metadata with `member` replaced by `updated` (None: removed)."""
+        names: set[str] = set()
+        for other in group.members.values():
+            if member is not None and other.member_id == member.member_id:
+                continue
+            names |= subscribed_topics(other, resolved)
+        if updated is not None:
+            names |= subscribed_topics(updated, resolved)
+        metadata = {}
+        for name in names:
+            topic = self.topics.topic(name)
+            if topic is not None:
+                metadata[name] = topic
+        return metadata
+
+    # -- target assignment and reconciliation -------------------------------------------------------------
+
+    def _update_target_assignment(self, group: ConsumerGroup, epoch: int, member: ConsumerGroupMember,
+                                  updated: ConsumerGroupMember, target_owner: str, metadata: dict[str, TopicMetadata],
+                                  resolved: dict[str, ResolvedRegex], records: list[CoordinatorRecord]) -> Assignment:
+        members = dict(group.members)
+        previous = dict(group.target_assignment)
+        if target_owner != updated.member_id:  # a static member replaced: its target goes to the new id
+            members.pop(target_owner, None)
+            previous[updated.member_id] = previous.pop(target_owner, {})
+        members[updated.member_id] = updated
+        assignor = self._preferred_assignor(group, member, updated)
+        try:
+            target, target_records = build_target_assignment(group.group_id, epoch, assignor, members, previous,
+                                                              resolved, metadata)
+        except PartitionAssignorError as e:
+            message = f"Failed to compute a new target assignment for epoch {epoch}: {e}"
+            log.error("consumer_group_assignment_failed", group_id=group.group_id, error=message)
+            raise ConsumerGroupError(Errors.UNKNOWN_SERVER_ERROR, message) from e
+        records.extend(target_records)
+        log.info("consumer_group_target_assigned", group_id=group.group_id, assignment_epoch=epoch, assignor=assignor,
+                 members=len(members), partitions=sum(assignment_partitions(a) for a in target.values()))
+        return target.get(updated.member_id, {})
+
+    def _preferred_assignor(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                            updated: ConsumerGroupMember) -> str:
+        counts = dict(group.server_assignors)
+        if member.server_assignor_name and member.member_id in group.members:
+            counts[member.server_assignor_name] -= 1
+        if updated.server_assignor_name:
+            counts[updated.server_assignor_name] = counts.get(updated.server_assignor_name, 0) + 1
+        counts = {k: v for k, v in counts.items() if v > 0}
+        if not counts:
+            return self.config.default_assignor
+        return max(counts.items(), key=lambda kv: kv[1])[0]
+
+    def _maybe_reconcile(self, group: ConsumerGroup, member: ConsumerGroupMember, target_epoch: int,
+                         target: Assignment, owned: dict[uuid.UUID, tuple[int, ...]] | None,
+                         metadata: dict[str, TopicMetadata], resolved: dict[str, ResolvedRegex],
+                         records: list[CoordinatorRecord]) -> ConsumerGroupMember:
+        if member.is_reconciled_to(target_epoch) and member.member_id in group.members:
+            return member
+        topic_ids = frozenset(metadata[n].topic_id for n in subscribed_topics(member, resolved) if n in metadata)
+        try:
+            updated = reconcile(member, target_epoch, target, owned, group.current_partition_epoch, topic_ids)
+        except FencedByReconciliation as e:
+            raise ConsumerGroupError(Errors.FENCED_MEMBER_EPOCH, str(e)) from None
+        if updated != member or member.member_id not in group.members:
+            records.append(ConsumerGroupCurrentMemberAssignmentRecord(group.group_id, updated.member_id,
+                                                                      updated.assignment_value()))
+            log.debug("consumer_member_reconciled", group_id=group.group_id, member_id=updated.member_id,
+                      member_epoch=updated.member_epoch, previous_epoch=updated.previous_member_epoch,
+                      state=updated.state.name, assigned=assignment_partitions(updated.assigned_partitions),
+                      revoking=assignment_partitions(updated.partitions_pending_revocation))
+            if updated.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group.group_id, updated)
+            else:
+                self.cancel_timer(group.group_id, updated.member_id, "rebalance")
+        return updated
+
+    # -- leaving and fencing ------------------------------------------------------------------------------
+
+    def _leave(self, inp: ConsumerGroupHeartbeatInput) -> tuple[list[CoordinatorRecord], ConsumerGroupHeartbeatResult]:
+        group = self.groups.get(inp.group_id)
+        if group is None:
+            if self.host.classic_group_is_empty(inp.group_id) is not None:
+                raise not_a_consumer_group(inp.group_id)
+            raise group_not_found(inp.group_id)
+        result = ConsumerGroupHeartbeatResult(Errors.NONE, None, inp.member_id, inp.member_epoch)
+        if inp.instance_id is None:
+            member = group.members.get(inp.member_id)
+            if member is None:
+                raise unknown_member(inp.member_id, group.group_id)
+            return self._fence(group, member, "the member left the group", "leave"), result
+        member = group.static_member(inp.instance_id)
+        if member is None:
+            raise ConsumerGroupError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {inp.instance_id} is unknown.")
+        _throw_if_instance_fenced(member, group.group_id, inp.member_id, inp.instance_id)
+        if inp.member_epoch == LEAVE_STATIC_EPOCH:
+            # It will be back within its session timeout: keep its partitions, only mark it away.
+            away = replace(member, member_epoch=LEAVE_STATIC_EPOCH, partitions_pending_revocation={})
+            records: list[CoordinatorRecord] = [ConsumerGroupCurrentMemberAssignmentRecord(
+                group.group_id, member.member_id, away.assignment_value())]
+            self._apply(group, records)
+            self.cancel_timer(group.group_id, member.member_id, "rebalance")
+            log.info("static_member_left_temporarily", group_id=group.group_id, member_id=member.member_id,
+                     group_instance_id=inp.instance_id)
+            return records, result
+        return self._fence(group, member, "the static member left the group", "leave"), result
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str, kind: str
+               ) -> list[CoordinatorRecord]:
+        return self.fence_members(group, [member], reason, kind)
+
+    def fence_members(self, group: ConsumerGroup, members: list[ConsumerGroupMember], reason: str, kind: str
+                      ) -> list[CoordinatorRecord]:
+        """Remove the members and bump the group epoch once; the records are applied here and returned.
+        If only classic members remain, the group may become a classic group instead (KIP-848's downgrade)."""
+        leaving = {m.member_id for m in members}
+        remaining = [m for m in group.members.values() if m.member_id not in leaving]
+        downgrade = self.host.downgrade_consumer_group(group, remaining)
+        for member in members:
+            self._cancel_timers(group.group_id, member.member_id)
+            log.info("consumer_member_removed", group_id=group.group_id, member_id=member.member_id,
+                     group_instance_id=member.instance_id, reason=reason,
+                     group_epoch=None if downgrade is not None else group.group_epoch + 1)
+            self.events.on_member_fenced(group.group_id, reason, kind)
+        if downgrade is not None:
+            records: list[CoordinatorRecord] = [*admin.group_tombstones(group), *downgrade]
+            self.remove_group(group, "downgraded to a classic group: only classic protocol members remain")
+            return records
+        records = []
+        regexes_left = dict(group.subscribed_regexes)
+        for member in members:
+            records.extend(_member_tombstones(group.group_id, member.member_id))
+            regex = member.subscribed_topic_regex
+            if regex:
+                regexes_left[regex] = regexes_left.get(regex, 0) - 1
+                if regexes_left[regex] == 0:
+                    records.append(ConsumerGroupRegularExpressionRecord(group.group_id, regex, None))
+        resolved = {r: v for r, v in group.resolved_regexes.items() if regexes_left.get(r, 0) > 0}
+        names: set[str] = set()
+        for other in remaining:
+            names |= subscribed_topics(other, resolved)
+        metadata = {n: t for n in names if (t := self.topics.topic(n)) is not None}
+        if metadata != group.subscription_metadata:
+            records.append(ConsumerGroupPartitionMetadataRecord(group.group_id, tuple(sorted(
+                metadata.values(), key=lambda t: t.name))))
+        epoch = group.group_epoch + 1
+        records.append(ConsumerGroupMetadataRecord(group.group_id, epoch))
+        self._apply(group, records)
+        group.metadata_version = self.topics.version
+        removed = ", ".join(m.member_id for m in members)
+        log.info("consumer_group_epoch_bumped", group_id=group.group_id, group_epoch=epoch,
+                 reason=f"member {removed} removed: {reason}")
+        self.events.on_group_epoch_bump(group.group_id, f"member removed: {reason}")
+        return records
+
+    def fence_from_timer(self, group_id: str, member_id: str, reason: str, epoch: int | None,
+                         kind: str = "session_expiry") -> None:
+        """A member's session or rebalance timeout fired: fence it if it is still there (at `epoch`)."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            return
+        if epoch is not None and member.member_epoch != epoch:
+            return  # it moved on to another epoch since the timer was set
+        records = self._fence(group, member, reason, kind)
+        # Like Kafka's timer-driven writes: a lost one is simply redone when the member is fenced again.
+        self.append(group_id, tuple(records), lambda error: None)
+
+    # -- the group table: loading, unloading, removing, describing ---------------------------------------
+
+    def load(self, groups: Iterable[ConsumerGroup]) -> int:
+        """Groups replayed from the log take over; every member gets a fresh session timeout (and a
+        rebalance timeout if it still has partitions to revoke), as Kafka's onLoaded does."""
+        count = 0
+        for group in groups:
+            self.groups[group.group_id] = group
+            count += 1
+            for member in group.members.values():
+                self.schedule_session_timeout(group.group_id, member.member_id)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(group.group_id, member)
+        return count
+
+    def remove_group(self, group: ConsumerGroup, reason: str) -> None:
+        """Forget the group (deleted, expired or unloaded); its tombstones are the caller's to write."""
+        group.dead = True
+        for member_id in list(group.members):
+            self._cancel_timers(group.group_id, member_id)
+        self.groups.pop(group.group_id, None)
+        log.info("consumer_group_removed", group_id=group.group_id, members=len(group.members), reason=reason)
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
+        """ConsumerGroupDescribe: each group as the coordinator sees it, or why it cannot say."""
+        out = []
+        for group_id in group_ids:
+            error = self.host.validate_group_status(group_id)
+            if error is not None:
+                out.append(ConsumerGroupDescription(group_id, error))
+                continue
+            group = self.groups.get(group_id)
+            if group is None:
+                if self.host.classic_group_is_empty(group_id) is not None:
+                    out.append(admin.not_found(group_id, f"Group {group_id} is not a consumer group."))
+                else:
+                    out.append(admin.not_found(group_id, f"Group {group_id} not found."))
+                continue
+            out.append(admin.describe(group, self.config.default_assignor, self._topic_name))
+        return out
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.topics.topic_by_id(topic_id)
+        return None if topic is None else topic.name
+
+    # -- applying records ---------------------------------------------------------------------------------
+
+    def _apply(self, group: ConsumerGroup, records: Iterable[CoordinatorRecord]) -> None:
+        if group.group_id not in self.groups:
+            self.groups[group.group_id] = group
+        for record in records:
+            if isinstance(record, CONSUMER_GROUP_RECORD_TYPES):
+                group.apply(record)
+
+    # -- timers ------------------------------------------------------------------------------------------
+
+    def schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+        """A classic member inside the group keeps the session timeout it joined with."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        classic = member.classic_member_metadata if member is not None else None
+        timeout_ms = classic.session_timeout_ms if classic is not None else self.config.session_timeout_ms
+        self._schedule(_MemberTimer(self, group_id, member_id, "session", None, timeout_ms))
+
+    def schedule_classic_timeout(self, group_id: str, member: ConsumerGroupMember, kind: str) -> None:
+        """A classic member must rejoin ("join") or sync ("sync") within its rebalance timeout; a join
+        timeout already running is left alone (Kafka's scheduleConsumerGroupJoinTimeoutIfAbsent)."""
+        if kind == "join" and (group_id, member.member_id, kind) in self._timers:
+            return
+        self._schedule(_MemberTimer(self, group_id, member.member_id, kind, None, max(member.rebalance_timeout_ms, 0)))
+
+    def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
+        timeout_ms = max(member.rebalance_timeout_ms, 0)
+        self._schedule(_MemberTimer(self, group_id, member.member_id, "rebalance", member.member_epoch, timeout_ms))
+
+    def _schedule(self, task: _MemberTimer) -> None:
+        key = (task.group_id, task.member_id, task.kind)
+        old = self._timers.get(key)
+        if old is not None:
+            old.cancel()
+        self._timers[key] = task
+        self.host.timer.add(task, self.host.now_ms)
+
+    def cancel_timer(self, group_id: str, member_id: str, kind: str) -> None:
+        task = self._timers.pop((group_id, member_id, kind), None)
+        if task is not None:
+            task.cancel()
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        for kind in _TIMER_KINDS:
+            self.cancel_timer(group_id, member_id, kind)
+
+    def timer_fired(self, task: _MemberTimer) -> None:
+        if self._timers.get((task.group_id, task.member_id, task.kind)) is task:
+            del self._timers[(task.group_id, task.member_id, task.kind)]
+        if task.kind == "session":
+            self.fence_from_timer(task.group_id, task.member_id, "the member session expired", None)
+        elif task.kind in _CLASSIC_TIMEOUT_REASONS:
+            self.fence_from_timer(task.group_id, task.member_id, _CLASSIC_TIMEOUT_REASONS[task.kind], None,
+                                  f"{task.kind}_timeout")
+        else:
+            self.fence_from_timer(task.group_id, task.member_id,
+                                  f"it failed to transition from epoch {task.epoch} within {task.delay_ms}ms",
+                                  task.epoch, "rebalance_timeout")
+
+    def scheduled_timers(self) -> dict[tuple[str, str, str], int]:
+        """(group, member, kind) -> deadline, for tests and metrics."""
+        return {key: task.deadline_ms for key, task in self._timers.items() if task.scheduled}
+
+
+_TIMER_KINDS = ("session", "rebalance", "join", "sync")
+# Why members are removed, as metrics label them.
+FENCE_KINDS = ("leave", "session_expiry", "rebalance_timeout", "join_timeout", "sync_timeout")
+_CLASSIC_TIMEOUT_REASONS = {
+    "join": "the classic member failed to rejoin within its rebalance timeout",
+    "sync": "the classic member failed to sync within its rebalance timeout",
+}
+
+
+class _MemberTimer(TimerTask):
+    __slots__ = ("epoch", "group_id", "kind", "manager", "member_id")
+
+    def __init__(self, manager: ConsumerGroupManager, group_id: str, member_id: str, kind: str, epoch: int | None,
+                 delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.manager = manager
+        self.group_id = group_id
+        self.member_id = member_id
+        self.kind = kind
+        self.epoch = epoch
+
+    def run(self) -> None:
+        self.manager.timer_fired(self)
+
+
+def _throw_if_empty(value: str | None, message: str) -> None:
+    if value is not None and not value.strip():
+        raise invalid_request(message)
+
+
+def _owned_subset(owned: Iterable[tuple[uuid.UUID, tuple[int, ...]]] | None, assigned: Assignment) -> bool:
+    if owned is None:
+        return False
+    for topic_id, partitions in owned:
+        mine = assigned.get(topic_id)
+        if mine is None or any(p not in mine for p in partitions):
+            return False
+    return True
+
+
+def _throw_if_epoch_invalid(member: ConsumerGroupMember, inp: ConsumerGroupHeartbeatInput) -> None:
+    """Kafka's throwIfConsumerGroupMemberEpochIsInvalid; epoch 0 is a rejoin and always accepted
+    (KAFKA-19233: a fenced member rejoins with its own member id)."""
+    received = inp.member_epoch
+    if received == JOIN_EPOCH:
+        return
+    if received > member.member_epoch:
+        raise ConsumerGroupError(Errors.FENCED_MEMBER_EPOCH,
+                                 f"The consumer group member has a greater member epoch ({received}) than the one "
+                                 f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+                                 f"all its partitions and rejoin.")
+    if received < member.member_epoch and (
+            received != member.previous_member_epoch
+            or not _owned_subset(inp.owned_partitions, member.assigned_partitions)):
+        # The previous epoch with a subset of the assignment is a lost response: accepted.
+        raise ConsumerGroupError(Errors.FENCED_MEMBER_EPOCH,
+                                 f"The consumer group member has a smaller member epoch ({received}) than the one "
+                                 f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+                                 f"all its partitions and rejoin.")
+
+
+def _throw_if_instance_fenced(member: ConsumerGroupMember, group_id: str, member_id: str, instance_id: str) -> None:
+    if member.member_id != member_id:
+        log.info("static_member_fenced", group_id=group_id, member_id=member_id, group_instance_id=instance_id,
+                 current_member_id=member.member_id, operation="consumer-group-heartbeat")
+        raise ConsumerGroupError(Errors.FENCED_INSTANCE_ID,
+                                 f"Static member {member_id} with instance id {instance_id} was fenced by member "
+                                 f"{member.member_id}.")
+
+
+def _member_tombstones(group_id: str, member_id: str) -> list[ConsumerGroupRecord]:
+    """A member's tombstones, in Kafka's order: current assignment, target, then metadata."""
+    return [
+        ConsumerGroupCurrentMemberAssignmentRecord(group_id, member_id, None),
+        ConsumerGroupTargetAssignmentMemberRecord(group_id, member_id, None),
+        ConsumerGroupMemberMetadataRecord(group_id, member_id, None),
+    ]
+
+
+def _rename(member: ConsumerGroupMember, member_id: str) -> ConsumerGroupMember:
+    return replace(member, member_id=member_id, member_epoch=0, previous_member_epoch=0)
