@@ -95,7 +95,8 @@ class Config:
     sasl_users_file: str | None = None
     sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     connections_failed_authentication_delay_ms: int = 100  # connections.failed.authentication.delay.ms
-    max_failed_authentications_per_ip: int = 10  # per minute; then refused without a credential check
+    failed_authentication_max_delay_ms: int = 10_000  # the throttle's ceiling (security/auth_throttle.py)
+    failed_authentication_max_tracked: int = 10_000  # (address, user) keys the throttle remembers
     acl_file: str | None = None  # ACLs are enforced iff this is set
     super_users: str | None = None  # super.users, "User:admin;User:ops"
     allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
@@ -235,8 +236,11 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
      "sasl.enabled.mechanisms: comma-separated PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
     ("--connections-failed-authentication-delay-ms", "connections_failed_authentication_delay_ms", _non_negative,
      "connections.failed.authentication.delay.ms: delay before a failed authentication is answered"),
-    ("--max-failed-authentications-per-ip", "max_failed_authentications_per_ip", _positive,
-     "failed authentications per client address per minute before further attempts are refused"),
+    ("--failed-authentication-max-delay-ms", "failed_authentication_max_delay_ms", _non_negative,
+     "the longest a failed authentication is held: the delay doubles per failure of one (address, user) "
+     "from connections.failed.authentication.delay.ms up to this"),
+    ("--failed-authentication-max-tracked", "failed_authentication_max_tracked", _positive,
+     "(address, user) keys the failed-authentication throttle remembers; the least recently failing is forgotten"),
     ("--acl-file", "acl_file", str, "ACL file (coordinator-server acls); ACLs are enforced when set"),
     ("--super-users", "super_users", str, "super.users: semicolon-separated principals, e.g. User:admin;User:ops"),
     ("--allow-everyone-if-no-acl-found", "allow_everyone_if_no_acl_found", _bool,

@@ -142,6 +142,24 @@ BYTES_OUT = LoopCounter("coordinator_network_sent_bytes", "Response bytes writte
                         registry=REGISTRY)
 CONNECTIONS = Gauge("coordinator_connections", "Open client connections", registry=REGISTRY)
 CONNECTIONS_OPENED = Counter("coordinator_connections_opened", "Client connections accepted", registry=REGISTRY)
+CONNECTION_CLOSE_REASONS = ("idle", "partial_frame", "unsent_responses")
+CONNECTIONS_TIMED_OUT = Counter("coordinator_connections_timed_out",
+                                "Connections closed by connections.max.idle.ms, by what they were doing",
+                                ["reason"], registry=REGISTRY)
+READS_PAUSED = Counter("coordinator_connection_reads_paused",
+                       "Times a connection stopped being read because its unsent responses passed the bound",
+                       registry=REGISTRY)
+
+# -- SASL (net/sasl_gate.py, security/auth_throttle.py) ----------------------------------------------
+
+AUTH_FAILURES = Counter("coordinator_sasl_authentication_failures", "Failed SASL authentications",
+                        registry=REGISTRY)
+AUTH_FAILURE_DELAY = Counter("coordinator_sasl_authentication_failure_delay_seconds",
+                             "Time failed authentications were held before their answer", registry=REGISTRY)
+AUTH_THROTTLE_KEYS = Gauge("coordinator_sasl_throttle_keys",
+                           "(address, user) keys the failed-authentication throttle tracks", registry=REGISTRY)
+AUTH_THROTTLE_EVICTIONS = Counter("coordinator_sasl_throttle_evictions",
+                                  "Keys the throttle forgot because it tracked its maximum", registry=REGISTRY)
 
 # -- the group core (through GroupMetrics) -------------------------------------------------------------
 
@@ -160,6 +178,8 @@ for _reason in REBALANCE_REASONS:  # present at 0 from the first scrape, so rate
     REBALANCES.labels(_reason)
 for _reason in REMOVAL_REASONS:
     MEMBERS_REMOVED.labels(_reason)
+for _reason in CONNECTION_CLOSE_REASONS:
+    CONNECTIONS_TIMED_OUT.labels(_reason)
 
 # -- storage (storage/group_commit.py: the coordinator log and the topic store) ---------------------
 
