@@ -63,6 +63,7 @@ class Config:
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
     group_max_size: int = INT32_MAX
+    group_max_pending_members: int = 10_000  # (none in Kafka) KIP-394 pending members per group
     topics: tuple[TopicSpec, ...] = ()
     log_format: str = "console"
     log_level: str = "info"
@@ -70,6 +71,8 @@ class Config:
     socket_request_max_bytes: int = 104_857_600
     max_connections: int = INT32_MAX  # max.connections
     max_connections_per_ip: int = INT32_MAX  # max.connections.per.ip
+    connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
+    max_unsent_response_bytes: int = 1_048_576  # (none in Kafka) net/connection_policy.py
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 10080
     metrics_port: int | None = None  # no metrics endpoint unless asked for
@@ -208,6 +211,8 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--min-session-timeout-ms", "min_session_timeout_ms", _non_negative, "group.min.session.timeout.ms"),
     ("--max-session-timeout-ms", "max_session_timeout_ms", _non_negative, "group.max.session.timeout.ms"),
     ("--group-max-size", "group_max_size", _positive, "group.max.size"),
+    ("--group-max-pending-members", "group_max_pending_members", _positive,
+     "member ids a group hands out (MEMBER_ID_REQUIRED) and holds until they join; beyond it the oldest is forgotten"),
     ("--log-format", "log_format", str, "console or json"),
     ("--log-level", "log_level", str, "debug, info, warning or error"),
     ("--fsync", "fsync", _fsync, "always | interval:MS | never"),
@@ -216,6 +221,11 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
      "max.connections: connections accepted over it are closed at once"),
     ("--max-connections-per-ip", "max_connections_per_ip", _positive,
      "max.connections.per.ip: connections from one address over it are closed at once"),
+    ("--connections-max-idle-ms", "connections_max_idle_ms", _positive,
+     "connections.max.idle.ms: close a connection that has not sent a whole request (or read its responses) "
+     "for this long"),
+    ("--max-unsent-response-bytes", "max_unsent_response_bytes", _positive,
+     "stop reading a client's requests while more than this many bytes of its responses are unread"),
     ("--offsets-retention-minutes", "offsets_retention_minutes", _positive, "offsets.retention.minutes"),
     ("--offset-metadata-max-bytes", "offset_metadata_max_bytes", _non_negative, "offset.metadata.max.bytes"),
     ("--metrics-port", "metrics_port", _non_negative, "port of the Prometheus /metrics endpoint (0 = a free one)"),

@@ -174,6 +174,9 @@ REBALANCE_DURATION = Histogram("coordinator_rebalance_duration_seconds",
                                buckets=_REBALANCE_BUCKETS, registry=REGISTRY)
 MEMBERS_REMOVED = Counter("coordinator_members_removed", "Members removed from their group", ["reason"],
                           registry=REGISTRY)
+PENDING_MEMBERS_EVICTED = Counter("coordinator_pending_members_evicted",
+                                  "KIP-394 pending members forgotten because their group held "
+                                  "--group-max-pending-members", registry=REGISTRY)
 for _reason in REBALANCE_REASONS:  # present at 0 from the first scrape, so rate() and the dashboard work
     REBALANCES.labels(_reason)
 for _reason in REMOVAL_REASONS:
@@ -305,6 +308,9 @@ class GroupMetrics(GroupEvents):
 
     def on_member_removed(self, group_id: str, reason: str) -> None:
         MEMBERS_REMOVED.labels(reason).inc()
+
+    def on_pending_member_evicted(self, group_id: str) -> None:
+        PENDING_MEMBERS_EVICTED.inc()
 
 
 # -- scrape-time state ---------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 group of real clients (healthy_group.py) and the group must keep heartbeating, committing and consuming."""
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.protocol.consumer import FetchRequest, JoinGroupRequest, JoinGroupResponse
+from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -86,3 +89,143 @@ def test_wrong_password_retrying_does_not_lock_out_its_address(server_factory: S
     failures = srv.events("sasl_authentication_failed")
     assert {e["user"] for e in failures} == {"alice", "bob"}
     assert max(e["delay_ms"] for e in failures if e["user"] == "bob") > 1000  # the guesser was slowed down
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def _api_versions_frame(correlation_id: int) -> bytes:
+    request = ApiVersionsRequest[3](client_software_name="never-reads", client_software_version="1")
+    request.with_header(correlation_id=correlation_id, client_id="never-reads")
+    return request.encode(header=True, framed=True)
+
+
+def _fetch_frame(correlation_id: int) -> bytes:
+    F = FetchRequest.FetchTopic
+    request = FetchRequest[4](
+        replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+        topics=[F(topic="orders", partitions=[F.FetchPartition(partition=0, fetch_offset=0,
+                                                               partition_max_bytes=1 << 20)])])
+    request.with_header(correlation_id=correlation_id, client_id="never-reads")
+    return request.encode(header=True, framed=True)
+
+
+def test_client_that_never_reads_its_responses(server_factory: ServerFactory) -> None:
+    srv = server_factory(initial_rebalance_delay_ms=0, topic=["orders:2"], max_unsent_response_bytes=65536,
+                         connections_max_idle_ms=3000)
+    bootstrap = srv.address
+    assert srv.proc is not None
+    with HealthyGroup(bootstrap, "orders", "app", members=2) as group:
+        group.wait_running()
+        rss_before = _rss_kb(srv.proc.pid)
+        socks = []
+        for _ in range(3):  # three clients send requests and never read a byte
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect((srv.host, srv.port))
+            sock.setblocking(False)
+            socks.append(sock)
+        sent = [0] * len(socks)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(srv.events("connection_reads_paused")) < len(socks):
+            for i, sock in enumerate(socks):
+                try:
+                    sock.send(_fetch_frame(sent[i]))  # each answered with all of orders/0 (up to 1 MiB)
+                    sent[i] += 1
+                except BlockingIOError:
+                    pass  # the server stopped reading us: our send buffer is full
+            time.sleep(0.01)
+        paused = srv.events("connection_reads_paused")
+        assert len(paused) >= len(socks), f"sent {sent}, paused {paused}"
+        group.assert_healthy(srv, WINDOW_S)
+        growth_kb = _rss_kb(srv.proc.pid) - rss_before
+        assert growth_kb < 30_000, f"server RSS grew {growth_kb} kB"
+        # nothing read for connections.max.idle.ms: closed, with the reason
+        srv.wait_for_event("connection_timed_out", timeout_s=10, reason="unsent_responses")
+        group.assert_healthy(srv, 1.0)
+        for sock in socks:
+            sock.close()
+
+
+def test_slow_loris_is_closed_after_max_idle(server_factory: ServerFactory) -> None:
+    srv = server_factory(initial_rebalance_delay_ms=0, topic=["orders:2"], connections_max_idle_ms=2000)
+    with HealthyGroup(srv.address, "orders", "app", members=2) as group:
+        group.wait_running()
+        frame = _api_versions_frame(1)
+        socks = [socket.create_connection((srv.host, srv.port), timeout=10) for _ in range(20)]
+        stop = threading.Event()
+
+        def drip() -> None:  # one byte at a time, 5 a second, of a frame header then body
+            i = 0
+            while not stop.is_set() and i < len(frame):
+                for sock in socks:
+                    with contextlib.suppress(OSError):
+                        sock.send(frame[i:i + 1])
+                i += 1
+                time.sleep(0.2)
+
+        dripper = threading.Thread(target=drip, daemon=True)
+        dripper.start()
+        started = time.monotonic()
+        group.assert_healthy(srv, WINDOW_S)
+        stop.set()
+        dripper.join(5)
+        closed = srv.events("connection_timed_out")
+        assert len([e for e in closed if e["reason"] == "partial_frame"]) >= len(socks), closed
+        for sock in socks:  # closed by the server: EOF
+            sock.settimeout(5)
+            assert sock.recv(100) == b""
+            sock.close()
+        assert time.monotonic() - started < 10
+
+
+def _join_frames(group: str, first_correlation_id: int, n: int) -> bytes:
+    P = JoinGroupRequest.JoinGroupRequestProtocol
+    frames = []
+    for k in range(n):
+        request = JoinGroupRequest[5](group_id=group, session_timeout_ms=30_000, rebalance_timeout_ms=30_000,
+                                      member_id="", group_instance_id=None, protocol_type="consumer",
+                                      protocols=[P(name="range", metadata=b"")])
+        request.with_header(correlation_id=first_correlation_id + k, client_id="flood")
+        frames.append(request.encode(header=True, framed=True))
+    return b"".join(frames)
+
+
+def test_join_flood_without_member_id_keeps_pending_members_bounded(server_factory: ServerFactory) -> None:
+    srv = server_factory(initial_rebalance_delay_ms=0, topic=["orders:2"], group_max_pending_members=100)
+    assert srv.proc is not None
+    with HealthyGroup(srv.address, "orders", "app", members=2) as group:
+        group.wait_running()
+        rss_before = _rss_kb(srv.proc.pid)
+        answered = 0
+        with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
+            raw = Raw(sock)
+            deadline = time.monotonic() + WINDOW_S
+            errors: list[BaseException] = []  # the healthy group is watched while this thread floods
+            checker = threading.Thread(target=_capture, args=(errors, group.assert_healthy, srv, WINDOW_S - 0.5))
+            checker.start()
+            while time.monotonic() < deadline:  # pipelined, 200 at a time, into the healthy group itself
+                sock.sendall(_join_frames("app", answered, 200))
+                for _ in range(200):
+                    payload = raw.recv()
+                    assert payload is not None
+                    assert JoinGroupResponse.decode(payload, version=5, header=True).error_code == 79
+                    answered += 1
+            checker.join()
+            assert not errors, errors[0]
+        assert answered > 1000
+        evicted = srv.events("pending_members_evicted")
+        assert evicted and evicted[-1]["group_id"] == "app" and evicted[-1]["evicted"] >= answered // 2 - 100
+        assert _rss_kb(srv.proc.pid) - rss_before < 30_000
+        group.assert_healthy(srv, 1.0)
+
+
+def _capture(errors: list[BaseException], fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except BaseException as e:  # noqa: BLE001 - reported by the test thread
+        errors.append(e)
