@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.protocol.consumer import FetchRequest, JoinGroupRequest, JoinGroupResponse
+from kafka.protocol.admin import DeleteGroupsRequest, DeleteGroupsResponse
+from kafka.protocol.consumer import (
+    FetchRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+)
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -229,3 +236,85 @@ def _capture(errors: list[BaseException], fn: Any, *args: Any) -> None:
         fn(*args)
     except BaseException as e:  # noqa: BLE001 - reported by the test thread
         errors.append(e)
+
+
+def _fds(pid: int) -> int:
+    return len(list(Path(f"/proc/{pid}/fd").iterdir()))
+
+
+def test_connection_churn_leaks_no_descriptors_or_memory(server_factory: ServerFactory) -> None:
+    srv = server_factory(initial_rebalance_delay_ms=0, topic=["orders:2"])
+    assert srv.proc is not None
+    pid = srv.proc.pid
+    with HealthyGroup(srv.address, "orders", "app", members=2) as group:
+        group.wait_running()
+        fds_before, rss_before = _fds(pid), _rss_kb(pid)
+        frame = _api_versions_frame(1)
+        started, n = time.monotonic(), 0
+        errors: list[BaseException] = []
+        checker = threading.Thread(target=_capture, args=(errors, group.assert_healthy, srv, WINDOW_S - 0.5))
+        checker.start()
+        while time.monotonic() - started < WINDOW_S:  # connect and close, in four manners, as fast as we can
+            with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
+                kind = n % 4
+                if kind == 1:
+                    sock.sendall(frame)
+                    assert Raw(sock).recv() is not None
+                elif kind == 2:
+                    sock.sendall(frame[:7])  # closed mid-frame
+                elif kind == 3:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # RST
+            n += 1
+        checker.join()
+        assert not errors, errors[0]
+        per_minute = n * 60 / (time.monotonic() - started)
+        assert per_minute > 3000, f"only {per_minute:.0f} connections a minute"
+        deadline = time.monotonic() + 5
+        while _fds(pid) > fds_before + 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _fds(pid) <= fds_before + 2, f"{n} connections: fds {fds_before} -> {_fds(pid)}"
+        assert _rss_kb(pid) - rss_before < 20_000, f"{n} connections: RSS {rss_before} -> {_rss_kb(pid)} kB"
+
+
+def _offsets_log_bytes(data_dir: Path) -> int:
+    return sum(f.stat().st_size for d in data_dir.glob("__consumer_offsets-*") for f in d.glob("*.log"))
+
+
+def test_groups_created_and_deleted_return_to_baseline(server_factory: ServerFactory) -> None:
+    srv = server_factory(initial_rebalance_delay_ms=0, topic=["orders:2"], offsets_partitions=4,
+                         log_roll_ms=1000, log_cleaner_backoff_ms=300, delete_retention_ms=0)
+    assert srv.proc is not None
+    pid = srv.proc.pid
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    part = T.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                          committed_metadata="")
+    with HealthyGroup(srv.address, "orders", "app", members=2) as group:
+        group.wait_running()
+        time.sleep(3)  # a few rolls and cleanings of the healthy group's own commits
+        bytes_before, rss_before = _offsets_log_bytes(srv.data_dir), _rss_kb(pid)
+        groups_before = len(srv.events("group_deleted"))
+        created = 0
+        with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
+            raw = Raw(sock)
+            started = time.monotonic()
+            while time.monotonic() - started < WINDOW_S:
+                names = [f"tmp-{created + i}" for i in range(100)]
+                for name in names:
+                    commit = raw.call(OffsetCommitRequest[8](group_id=name, generation_id_or_member_epoch=-1,
+                                                             member_id="", group_instance_id=None,
+                                                             topics=[T(name="orders", partitions=[part])]),
+                                      OffsetCommitResponse)
+                    assert commit.topics[0].partitions[0].error_code == 0
+                deleted = raw.call(DeleteGroupsRequest[2](groups_names=names), DeleteGroupsResponse)
+                assert {r.error_code for r in deleted.results} == {0}
+                created += len(names)
+        assert created >= 1000
+        assert len(srv.events("group_deleted")) - groups_before == created
+        grown = _offsets_log_bytes(srv.data_dir)
+        deadline = time.monotonic() + 20
+        while _offsets_log_bytes(srv.data_dir) > bytes_before + 16_384 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        after = _offsets_log_bytes(srv.data_dir)
+        assert after <= bytes_before + 16_384, f"log bytes {bytes_before} -> {grown} -> {after}"
+        group.assert_healthy(srv, 1.0)
+        assert _rss_kb(pid) - rss_before < 20_000, f"{created} groups: RSS {rss_before} -> {_rss_kb(pid)} kB"
