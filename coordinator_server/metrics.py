@@ -429,6 +429,23 @@ def _families(snap: Snapshot | None) -> Iterator[Metric]:
     yield from (groups, members, delayed, watched, lag, group_lag, dropped)
 
 
+# -- the event loop ---------------------------------------------------------------------------------------
+
+LOOP_LAG_INTERVAL_S = 0.25
+LOOP_LAG = Histogram("coordinator_event_loop_lag_seconds",
+                     f"How late a {LOOP_LAG_INTERVAL_S} s sleep on the event loop woke up: time the loop was busy",
+                     buckets=_DISK_BUCKETS, registry=REGISTRY)
+
+
+async def watch_loop_lag() -> None:
+    """Runs while the metrics endpoint does: four wake-ups a second, so it costs nothing measurable."""
+    loop = asyncio.get_running_loop()
+    while True:
+        before = loop.time()
+        await asyncio.sleep(LOOP_LAG_INTERVAL_S)
+        LOOP_LAG.observe(max(loop.time() - before - LOOP_LAG_INTERVAL_S, 0.0))
+
+
 # -- the endpoint --------------------------------------------------------------------------------------
 
 
@@ -439,6 +456,7 @@ class MetricsEndpoint:
         self._collector = collector
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._lag_task: asyncio.Task[None] | None = None
 
     def start(self, host: str, port: int) -> tuple[str, int]:
         """Bind and serve; returns the bound (host, port), the real port for port 0. Raises OSError."""
@@ -448,6 +466,7 @@ class MetricsEndpoint:
         except BaseException:
             REGISTRY.unregister(self._collector)
             raise
+        self._lag_task = asyncio.get_running_loop().create_task(watch_loop_lag(), name="loop-lag")
         bound = self._server.server_address
         return str(bound[0]), int(bound[1])
 
@@ -455,6 +474,8 @@ class MetricsEndpoint:
         if self._server is None:
             return
         server, self._server = self._server, None
+        if self._lag_task is not None:
+            self._lag_task.cancel()
         # shutdown() waits for the serve loop's next poll (up to 0.5 s): not on the event loop.
         await asyncio.to_thread(server.shutdown)
         server.server_close()

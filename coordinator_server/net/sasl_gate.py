@@ -15,6 +15,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
+from coordinator_server import metrics
 from coordinator_server.security.sasl import (
     ILLEGAL_SASL_STATE,
     SASL_AUTHENTICATION_FAILED,
@@ -22,7 +23,6 @@ from coordinator_server.security.sasl import (
     SaslSession,
     SaslState,
 )
-from coordinator_server import metrics
 from protocol.framing import ParsedHeader
 
 log = structlog.get_logger("coordinator_server.net")

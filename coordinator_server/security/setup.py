@@ -9,10 +9,10 @@ from pathlib import Path
 from coordinator_server.config import Config
 
 from .acls import parse_acls
+from .auth_throttle import AuthFailureThrottle
 from .authorizer import Authorizer
 from .files import ReloadingFile
 from .listeners import ListenerSpec, parse_listeners, server_ssl_context
-from .auth_throttle import AuthFailureThrottle
 from .sasl import SaslConfig, parse_mechanisms
 from .users import parse_users
 

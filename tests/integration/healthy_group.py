@@ -17,20 +17,23 @@ from .conftest import ServerProcess
 
 class HealthyGroup:
     def __init__(self, bootstrap: str, topic: str, group: str, members: int = 2,
-                 conf: dict[str, Any] | None = None, session_timeout_ms: int = 6000) -> None:
+                 conf: dict[str, Any] | None = None, session_timeout_ms: int = 6000, produce: bool = True) -> None:
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.members = members
+        self.produce = produce
         self.conf = {"bootstrap.servers": bootstrap, **(conf or {})}
         self.session_timeout_ms = session_timeout_ms
         self.consumed = 0
         self.commits = 0
         self.errors: list[str] = []
+        self.commit_latencies: list[tuple[float, float]] = []  # (monotonic end, seconds) of each sync commit
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def __enter__(self) -> HealthyGroup:
-        self._threads.append(threading.Thread(target=self._produce, daemon=True))
+        if self.produce:
+            self._threads.append(threading.Thread(target=self._produce, daemon=True))
         for i in range(self.members):
             self._threads.append(threading.Thread(target=self._consume, args=(i,), daemon=True))
         for t in self._threads:
@@ -109,10 +112,13 @@ class HealthyGroup:
                     self.consumed += 1
                 if since_commit >= 10:
                     try:
+                        started = time.monotonic()
                         consumer.commit(asynchronous=False)
+                        ended = time.monotonic()
                         since_commit = 0
                         with self._lock:
                             self.commits += 1
+                            self.commit_latencies.append((ended, ended - started))
                     except KafkaException as e:
                         # A commit during a rebalance fails legitimately; the window check sees rebalances.
                         if not e.args[0].retriable() and "REBALANCE" not in str(e):

@@ -11,14 +11,7 @@ from typing import Any
 
 import pytest
 from kafka.protocol.admin import DeleteGroupsRequest, DeleteGroupsResponse
-from kafka.protocol.consumer import (
-    FetchRequest,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-)
-from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.consumer import JoinGroupResponse, OffsetCommitRequest, OffsetCommitResponse
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -30,6 +23,15 @@ from coordinator_server.security.users import main as users_main
 
 from .conftest import ServerFactory
 from .healthy_group import HealthyGroup
+from .hostile_load import (
+    api_versions_frame,
+    capture,
+    fds,
+    fetch_frame,
+    join_frames,
+    offsets_log_bytes,
+    rss_kb,
+)
 from .test_security import Raw, ports
 
 pytestmark = pytest.mark.integration
@@ -98,29 +100,6 @@ def test_wrong_password_retrying_does_not_lock_out_its_address(server_factory: S
     assert max(e["delay_ms"] for e in failures if e["user"] == "bob") > 1000  # the guesser was slowed down
 
 
-def _rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
-def _api_versions_frame(correlation_id: int) -> bytes:
-    request = ApiVersionsRequest[3](client_software_name="never-reads", client_software_version="1")
-    request.with_header(correlation_id=correlation_id, client_id="never-reads")
-    return request.encode(header=True, framed=True)
-
-
-def _fetch_frame(correlation_id: int) -> bytes:
-    F = FetchRequest.FetchTopic
-    request = FetchRequest[4](
-        replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
-        topics=[F(topic="orders", partitions=[F.FetchPartition(partition=0, fetch_offset=0,
-                                                               partition_max_bytes=1 << 20)])])
-    request.with_header(correlation_id=correlation_id, client_id="never-reads")
-    return request.encode(header=True, framed=True)
-
-
 def test_client_that_never_reads_its_responses(server_factory: ServerFactory) -> None:
     srv = server_factory(initial_rebalance_delay_ms=0, topic=["orders:2"], max_unsent_response_bytes=65536,
                          connections_max_idle_ms=3000)
@@ -128,7 +107,7 @@ def test_client_that_never_reads_its_responses(server_factory: ServerFactory) ->
     assert srv.proc is not None
     with HealthyGroup(bootstrap, "orders", "app", members=2) as group:
         group.wait_running()
-        rss_before = _rss_kb(srv.proc.pid)
+        rss_before = rss_kb(srv.proc.pid)
         socks = []
         for _ in range(3):  # three clients send requests and never read a byte
             sock = socket.socket()
@@ -141,7 +120,7 @@ def test_client_that_never_reads_its_responses(server_factory: ServerFactory) ->
         while time.monotonic() < deadline and len(srv.events("connection_reads_paused")) < len(socks):
             for i, sock in enumerate(socks):
                 try:
-                    sock.send(_fetch_frame(sent[i]))  # each answered with all of orders/0 (up to 1 MiB)
+                    sock.send(fetch_frame(sent[i]))  # each answered with all of orders/0 (up to 1 MiB)
                     sent[i] += 1
                 except BlockingIOError:
                     pass  # the server stopped reading us: our send buffer is full
@@ -149,7 +128,7 @@ def test_client_that_never_reads_its_responses(server_factory: ServerFactory) ->
         paused = srv.events("connection_reads_paused")
         assert len(paused) >= len(socks), f"sent {sent}, paused {paused}"
         group.assert_healthy(srv, WINDOW_S)
-        growth_kb = _rss_kb(srv.proc.pid) - rss_before
+        growth_kb = rss_kb(srv.proc.pid) - rss_before
         assert growth_kb < 30_000, f"server RSS grew {growth_kb} kB"
         # nothing read for connections.max.idle.ms: closed, with the reason
         srv.wait_for_event("connection_timed_out", timeout_s=10, reason="unsent_responses")
@@ -162,7 +141,7 @@ def test_slow_loris_is_closed_after_max_idle(server_factory: ServerFactory) -> N
     srv = server_factory(initial_rebalance_delay_ms=0, topic=["orders:2"], connections_max_idle_ms=2000)
     with HealthyGroup(srv.address, "orders", "app", members=2) as group:
         group.wait_running()
-        frame = _api_versions_frame(1)
+        frame = api_versions_frame(1)
         socks = [socket.create_connection((srv.host, srv.port), timeout=10) for _ in range(20)]
         stop = threading.Event()
 
@@ -190,33 +169,21 @@ def test_slow_loris_is_closed_after_max_idle(server_factory: ServerFactory) -> N
         assert time.monotonic() - started < 10
 
 
-def _join_frames(group: str, first_correlation_id: int, n: int) -> bytes:
-    P = JoinGroupRequest.JoinGroupRequestProtocol
-    frames = []
-    for k in range(n):
-        request = JoinGroupRequest[5](group_id=group, session_timeout_ms=30_000, rebalance_timeout_ms=30_000,
-                                      member_id="", group_instance_id=None, protocol_type="consumer",
-                                      protocols=[P(name="range", metadata=b"")])
-        request.with_header(correlation_id=first_correlation_id + k, client_id="flood")
-        frames.append(request.encode(header=True, framed=True))
-    return b"".join(frames)
-
-
 def test_join_flood_without_member_id_keeps_pending_members_bounded(server_factory: ServerFactory) -> None:
     srv = server_factory(initial_rebalance_delay_ms=0, topic=["orders:2"], group_max_pending_members=100)
     assert srv.proc is not None
     with HealthyGroup(srv.address, "orders", "app", members=2) as group:
         group.wait_running()
-        rss_before = _rss_kb(srv.proc.pid)
+        rss_before = rss_kb(srv.proc.pid)
         answered = 0
         with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
             raw = Raw(sock)
             deadline = time.monotonic() + WINDOW_S
             errors: list[BaseException] = []  # the healthy group is watched while this thread floods
-            checker = threading.Thread(target=_capture, args=(errors, group.assert_healthy, srv, WINDOW_S - 0.5))
+            checker = threading.Thread(target=capture, args=(errors, group.assert_healthy, srv, WINDOW_S - 0.5))
             checker.start()
             while time.monotonic() < deadline:  # pipelined, 200 at a time, into the healthy group itself
-                sock.sendall(_join_frames("app", answered, 200))
+                sock.sendall(join_frames("app", answered, 200))
                 for _ in range(200):
                     payload = raw.recv()
                     assert payload is not None
@@ -227,19 +194,10 @@ def test_join_flood_without_member_id_keeps_pending_members_bounded(server_facto
         assert answered > 1000
         evicted = srv.events("pending_members_evicted")
         assert evicted and evicted[-1]["group_id"] == "app" and evicted[-1]["evicted"] >= answered // 2 - 100
-        assert _rss_kb(srv.proc.pid) - rss_before < 30_000
+        assert rss_kb(srv.proc.pid) - rss_before < 30_000
         group.assert_healthy(srv, 1.0)
 
 
-def _capture(errors: list[BaseException], fn: Any, *args: Any) -> None:
-    try:
-        fn(*args)
-    except BaseException as e:  # noqa: BLE001 - reported by the test thread
-        errors.append(e)
-
-
-def _fds(pid: int) -> int:
-    return len(list(Path(f"/proc/{pid}/fd").iterdir()))
 
 
 def test_connection_churn_leaks_no_descriptors_or_memory(server_factory: ServerFactory) -> None:
@@ -248,11 +206,11 @@ def test_connection_churn_leaks_no_descriptors_or_memory(server_factory: ServerF
     pid = srv.proc.pid
     with HealthyGroup(srv.address, "orders", "app", members=2) as group:
         group.wait_running()
-        fds_before, rss_before = _fds(pid), _rss_kb(pid)
-        frame = _api_versions_frame(1)
+        fds_before, rss_before = fds(pid), rss_kb(pid)
+        frame = api_versions_frame(1)
         started, n = time.monotonic(), 0
         errors: list[BaseException] = []
-        checker = threading.Thread(target=_capture, args=(errors, group.assert_healthy, srv, WINDOW_S - 0.5))
+        checker = threading.Thread(target=capture, args=(errors, group.assert_healthy, srv, WINDOW_S - 0.5))
         checker.start()
         while time.monotonic() - started < WINDOW_S:  # connect and close, in four manners, as fast as we can
             with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
@@ -270,14 +228,10 @@ def test_connection_churn_leaks_no_descriptors_or_memory(server_factory: ServerF
         per_minute = n * 60 / (time.monotonic() - started)
         assert per_minute > 3000, f"only {per_minute:.0f} connections a minute"
         deadline = time.monotonic() + 5
-        while _fds(pid) > fds_before + 2 and time.monotonic() < deadline:
+        while fds(pid) > fds_before + 2 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _fds(pid) <= fds_before + 2, f"{n} connections: fds {fds_before} -> {_fds(pid)}"
-        assert _rss_kb(pid) - rss_before < 20_000, f"{n} connections: RSS {rss_before} -> {_rss_kb(pid)} kB"
-
-
-def _offsets_log_bytes(data_dir: Path) -> int:
-    return sum(f.stat().st_size for d in data_dir.glob("__consumer_offsets-*") for f in d.glob("*.log"))
+        assert fds(pid) <= fds_before + 2, f"{n} connections: fds {fds_before} -> {fds(pid)}"
+        assert rss_kb(pid) - rss_before < 20_000, f"{n} connections: RSS {rss_before} -> {rss_kb(pid)} kB"
 
 
 def test_groups_created_and_deleted_return_to_baseline(server_factory: ServerFactory) -> None:
@@ -291,7 +245,7 @@ def test_groups_created_and_deleted_return_to_baseline(server_factory: ServerFac
     with HealthyGroup(srv.address, "orders", "app", members=2) as group:
         group.wait_running()
         time.sleep(3)  # a few rolls and cleanings of the healthy group's own commits
-        bytes_before, rss_before = _offsets_log_bytes(srv.data_dir), _rss_kb(pid)
+        bytes_before, rss_before = offsets_log_bytes(srv.data_dir), rss_kb(pid)
         groups_before = len(srv.events("group_deleted"))
         created = 0
         with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
@@ -310,11 +264,11 @@ def test_groups_created_and_deleted_return_to_baseline(server_factory: ServerFac
                 created += len(names)
         assert created >= 1000
         assert len(srv.events("group_deleted")) - groups_before == created
-        grown = _offsets_log_bytes(srv.data_dir)
+        grown = offsets_log_bytes(srv.data_dir)
         deadline = time.monotonic() + 20
-        while _offsets_log_bytes(srv.data_dir) > bytes_before + 16_384 and time.monotonic() < deadline:
+        while offsets_log_bytes(srv.data_dir) > bytes_before + 16_384 and time.monotonic() < deadline:
             time.sleep(0.2)
-        after = _offsets_log_bytes(srv.data_dir)
+        after = offsets_log_bytes(srv.data_dir)
         assert after <= bytes_before + 16_384, f"log bytes {bytes_before} -> {grown} -> {after}"
         group.assert_healthy(srv, 1.0)
-        assert _rss_kb(pid) - rss_before < 20_000, f"{created} groups: RSS {rss_before} -> {_rss_kb(pid)} kB"
+        assert rss_kb(pid) - rss_before < 20_000, f"{created} groups: RSS {rss_before} -> {rss_kb(pid)} kB"

@@ -13,9 +13,9 @@ import pytest
 from coordinator_server.security import scram
 from coordinator_server.security.acls import Acl, load_acls
 from coordinator_server.security.acls import main as acls_main
+from coordinator_server.security.auth_throttle import AuthFailureThrottle
 from coordinator_server.security.authorizer import Access, Authorizer
 from coordinator_server.security.listeners import parse_listeners, peer_cert_cn
-from coordinator_server.security.auth_throttle import AuthFailureThrottle
 from coordinator_server.security.sasl import SaslConfig, SaslFailed, SaslSession, SaslState
 from coordinator_server.security.users import load_users
 from coordinator_server.security.users import main as users_main
