@@ -72,7 +72,7 @@ class Config:
     max_connections: int = INT32_MAX  # max.connections
     max_connections_per_ip: int = INT32_MAX  # max.connections.per.ip
     connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
-    max_unsent_response_bytes: int = 1_048_576  # (none in Kafka) net/connection_policy.py
+    max_unsent_response_bytes: int = 65_536  # (none in Kafka) net/connection_policy.py
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 10080
     metrics_port: int | None = None  # no metrics endpoint unless asked for

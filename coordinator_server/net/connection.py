@@ -21,7 +21,8 @@ What a connection may cost between requests — how long it may go without sendi
 (connections.max.idle.ms) and how many response bytes it may leave unread — is decided by
 `ConnectionPolicy` (connection_policy.py): the transport's high-water mark is its unsent bound (so
 `pause_writing` is its "pause reading"), and one watchdog timer per connection, re-armed only when it
-fires, asks it whether to close. The hot path only moves the policy's clock, once per `data_received`.
+fires, asks it whether to close. The hot path only moves the policy's clock: one clock read per
+`data_received` that answered something.
 
 Three severities of failure (style §10):
 - per request: an error code inside the response (decided by the handler or the core);
@@ -201,8 +202,12 @@ class Connection(asyncio.Protocol):
         return not self._closing
 
     def pause_writing(self) -> None:
+        # Called from inside our own transport.write(), so in this connection's context already.
         self._write_paused = True
-        self._unsent_changed()
+        if self._unsent_changed() is Reading.PAUSE:
+            metrics.READS_PAUSED.inc()
+            log.info("connection_reads_paused", unsent_bytes=self._transport.get_write_buffer_size(),  # type: ignore[union-attr]
+                     max_unsent_bytes=self._rules.max_unsent_bytes)
 
     def resume_writing(self) -> None:
         self._write_paused = False
@@ -210,14 +215,10 @@ class Connection(asyncio.Protocol):
         if not self._closing:
             self._ctx.run(self._serve_buffered)
 
-    def _unsent_changed(self) -> None:
+    def _unsent_changed(self) -> Reading | None:
         if self._policy is None or self._transport is None:
-            return
-        unsent = self._transport.get_write_buffer_size()
-        if self._policy.unsent_changed(self._loop.time(), unsent) is Reading.PAUSE:
-            metrics.READS_PAUSED.inc()
-            self._ctx.run(log.info, "connection_reads_paused", unsent_bytes=unsent,
-                          max_unsent_bytes=self._rules.max_unsent_bytes)
+            return None
+        return self._policy.unsent_changed(self._loop.time(), self._transport.get_write_buffer_size())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True

@@ -26,7 +26,7 @@ from enum import Enum
 @dataclass(frozen=True)
 class ConnectionRules:
     max_idle_ms: int = 600_000  # connections.max.idle.ms
-    max_unsent_bytes: int = 1_048_576  # responses queued for a client before its requests stop being read
+    max_unsent_bytes: int = 65_536  # responses queued for a client before its requests stop being read
 
     @property
     def resume_unsent_bytes(self) -> int:

@@ -19,6 +19,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from coordinator_server.group.partitioner import partition_for
 from coordinator_server.security.users import main as users_main
 
 from .conftest import ServerFactory
@@ -242,33 +243,53 @@ def test_groups_created_and_deleted_return_to_baseline(server_factory: ServerFac
     T = OffsetCommitRequest.OffsetCommitRequestTopic
     part = T.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
                                           committed_metadata="")
-    with HealthyGroup(srv.address, "orders", "app", members=2) as group:
-        group.wait_running()
-        time.sleep(3)  # a few rolls and cleanings of the healthy group's own commits
-        bytes_before, rss_before = offsets_log_bytes(srv.data_dir), rss_kb(pid)
-        groups_before = len(srv.events("group_deleted"))
-        created = 0
+    # A segment rolls only when something is appended to its partition (as in Kafka), and only sealed
+    # segments are compacted: a keeper group in every partition commits all along, so every partition rolls.
+    keepers = [next(f"keeper-{i}" for i in range(1000) if partition_for(f"keeper-{i}", 4) == p) for p in range(4)]
+    stop = threading.Event()
+
+    def keep() -> None:
         with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
             raw = Raw(sock)
-            started = time.monotonic()
-            while time.monotonic() - started < WINDOW_S:
-                names = [f"tmp-{created + i}" for i in range(100)]
-                for name in names:
-                    commit = raw.call(OffsetCommitRequest[8](group_id=name, generation_id_or_member_epoch=-1,
-                                                             member_id="", group_instance_id=None,
-                                                             topics=[T(name="orders", partitions=[part])]),
-                                      OffsetCommitResponse)
-                    assert commit.topics[0].partitions[0].error_code == 0
-                deleted = raw.call(DeleteGroupsRequest[2](groups_names=names), DeleteGroupsResponse)
-                assert {r.error_code for r in deleted.results} == {0}
-                created += len(names)
-        assert created >= 1000
-        assert len(srv.events("group_deleted")) - groups_before == created
-        grown = offsets_log_bytes(srv.data_dir)
-        deadline = time.monotonic() + 20
-        while offsets_log_bytes(srv.data_dir) > bytes_before + 16_384 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        after = offsets_log_bytes(srv.data_dir)
-        assert after <= bytes_before + 16_384, f"log bytes {bytes_before} -> {grown} -> {after}"
-        group.assert_healthy(srv, 1.0)
-        assert rss_kb(pid) - rss_before < 20_000, f"{created} groups: RSS {rss_before} -> {rss_kb(pid)} kB"
+            while not stop.wait(0.25):
+                for name in keepers:
+                    raw.call(OffsetCommitRequest[8](group_id=name, generation_id_or_member_epoch=-1, member_id="",
+                                                    group_instance_id=None, topics=[T(name="orders", partitions=[part])]),
+                             OffsetCommitResponse)
+
+    keeper = threading.Thread(target=keep, daemon=True)
+    keeper.start()
+    try:
+        with HealthyGroup(srv.address, "orders", "app", members=2) as group:
+            group.wait_running()
+            time.sleep(3)  # a few rolls and cleanings of the steady load's own commits
+            bytes_before, rss_before = offsets_log_bytes(srv.data_dir), rss_kb(pid)
+            groups_before = len(srv.events("group_deleted"))
+            created = 0
+            with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
+                raw = Raw(sock)
+                started = time.monotonic()
+                while time.monotonic() - started < WINDOW_S:
+                    names = [f"tmp-{created + i}" for i in range(100)]
+                    for name in names:
+                        commit = raw.call(OffsetCommitRequest[8](group_id=name, generation_id_or_member_epoch=-1,
+                                                                 member_id="", group_instance_id=None,
+                                                                 topics=[T(name="orders", partitions=[part])]),
+                                          OffsetCommitResponse)
+                        assert commit.topics[0].partitions[0].error_code == 0
+                    deleted = raw.call(DeleteGroupsRequest[2](groups_names=names), DeleteGroupsResponse)
+                    assert {r.error_code for r in deleted.results} == {0}
+                    created += len(names)
+            assert created >= 1000
+            assert len(srv.events("group_deleted")) - groups_before == created
+            grown = offsets_log_bytes(srv.data_dir)
+            deadline = time.monotonic() + 20
+            while offsets_log_bytes(srv.data_dir) > bytes_before + 16_384 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            after = offsets_log_bytes(srv.data_dir)
+            assert after <= bytes_before + 16_384, f"log bytes {bytes_before} -> {grown} -> {after}"
+            group.assert_healthy(srv, 1.0)
+            assert rss_kb(pid) - rss_before < 20_000, f"{created} groups: RSS {rss_before} -> {rss_kb(pid)} kB"
+    finally:
+        stop.set()
+        keeper.join(5)
