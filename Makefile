@@ -11,7 +11,7 @@ PORT ?= 9092
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-unit test-integration test-interop interop-deps cluster-deps cluster cluster-down compat-matrix lint clean bench bench-quick soak
+.PHONY: install run test test-unit test-integration test-interop interop-deps cluster-deps cluster cluster-down compat-matrix lint clean bench bench-quick soak soak-hostile
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -85,10 +85,17 @@ compat-matrix: $(TEST_STAMP) interop-deps cluster-deps
 SOAK_KILLS ?= 300
 CLUSTER_SOAK_KILLS ?= 100
 SOAK_FUZZ_EXAMPLES ?= 20000
+# The hostile-clients soak (tests/durability/test_hostile_soak.py): SOAK_MINUTES of a healthy group beside
+# every misbehaving client; results and a plot in build/soak/. `make soak-hostile SOAK_MINUTES=5` runs it alone.
+SOAK_MINUTES ?= 20
 soak: $(TEST_STAMP) cluster-deps
 	SOAK_KILLS=$(SOAK_KILLS) CLUSTER_SOAK_KILLS=$(CLUSTER_SOAK_KILLS) SOAK_FUZZ_EXAMPLES=$(SOAK_FUZZ_EXAMPLES) \
 		$(PY) -m pytest -s -o timeout=0 tests/durability/test_crash_consistency.py \
 		tests/cluster/test_cluster_crash_consistency.py tests/fuzz $(PYTEST_ARGS)
+	$(MAKE) soak-hostile
+
+soak-hostile: $(TEST_STAMP) $(BENCH_STAMP)
+	SOAK_MINUTES=$(SOAK_MINUTES) $(PY) -m pytest -s -o timeout=0 tests/durability/test_hostile_soak.py $(PYTEST_ARGS)
 
 lint: $(TEST_STAMP)
 	$(PIP) install -q ruff mypy

@@ -14,6 +14,7 @@ import structlog
 
 from coordinator_server.config import Config
 from coordinator_server.metrics import CoordinatorCollector, MetricsEndpoint
+from coordinator_server.net.connection_policy import ConnectionRules
 from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
 from coordinator_server.net.listener import ListenerContext
@@ -84,7 +85,8 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
             metrics_endpoint = _start_metrics(config, runtime, store, data)
         handlers = RequestHandlers(runtime, store, endpoint, config.cluster_id, data, config.auto_create_topics)
         server = CoordinatorServer(handlers, config.socket_request_max_bytes,
-                                   ConnectionLimits(config.max_connections, config.max_connections_per_ip))
+                                   ConnectionLimits(config.max_connections, config.max_connections_per_ip),
+                                   ConnectionRules(config.connections_max_idle_ms, config.max_unsent_response_bytes))
         bound = await _start_listeners(server, config, security, endpoint)
         host, port = bound[0][1], bound[0][2]
         if clustered:

@@ -74,6 +74,7 @@ class Config:
     group_consumer_max_size: int = INT32_MAX
     group_consumer_assignors: str = "uniform,range"
     group_consumer_migration_policy: str = "bidirectional"
+    group_max_pending_members: int = 10_000  # (none in Kafka) KIP-394 pending members per group
     topics: tuple[TopicSpec, ...] = ()
     log_format: str = "console"
     log_level: str = "info"
@@ -81,6 +82,8 @@ class Config:
     socket_request_max_bytes: int = 104_857_600
     max_connections: int = INT32_MAX  # max.connections
     max_connections_per_ip: int = INT32_MAX  # max.connections.per.ip
+    connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
+    max_unsent_response_bytes: int = 65_536  # (none in Kafka) net/connection_policy.py
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 10080
     metrics_port: int | None = None  # no metrics endpoint unless asked for
@@ -106,7 +109,8 @@ class Config:
     sasl_users_file: str | None = None
     sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     connections_failed_authentication_delay_ms: int = 100  # connections.failed.authentication.delay.ms
-    max_failed_authentications_per_ip: int = 10  # per minute; then refused without a credential check
+    failed_authentication_max_delay_ms: int = 10_000  # the throttle's ceiling (security/auth_throttle.py)
+    failed_authentication_max_tracked: int = 10_000  # (address, user) keys the throttle remembers
     acl_file: str | None = None  # ACLs are enforced iff this is set
     super_users: str | None = None  # super.users, "User:admin;User:ops"
     allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
@@ -235,6 +239,8 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
      "group.consumer.assignors: server-side assignors, the first is the default (uniform, range)"),
     ("--group-consumer-migration-policy", "group_consumer_migration_policy", str,
      "group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled"),
+    ("--group-max-pending-members", "group_max_pending_members", _positive,
+     "member ids a group hands out (MEMBER_ID_REQUIRED) and holds until they join; beyond it the oldest is forgotten"),
     ("--log-format", "log_format", str, "console or json"),
     ("--log-level", "log_level", str, "debug, info, warning or error"),
     ("--fsync", "fsync", _fsync, "always | interval:MS | never"),
@@ -243,6 +249,11 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
      "max.connections: connections accepted over it are closed at once"),
     ("--max-connections-per-ip", "max_connections_per_ip", _positive,
      "max.connections.per.ip: connections from one address over it are closed at once"),
+    ("--connections-max-idle-ms", "connections_max_idle_ms", _positive,
+     "connections.max.idle.ms: close a connection that has not sent a whole request (or read its responses) "
+     "for this long"),
+    ("--max-unsent-response-bytes", "max_unsent_response_bytes", _positive,
+     "stop reading a client's requests while more than this many bytes of its responses are unread"),
     ("--offsets-retention-minutes", "offsets_retention_minutes", _positive, "offsets.retention.minutes"),
     ("--offset-metadata-max-bytes", "offset_metadata_max_bytes", _non_negative, "offset.metadata.max.bytes"),
     ("--metrics-port", "metrics_port", _non_negative, "port of the Prometheus /metrics endpoint (0 = a free one)"),
@@ -263,8 +274,11 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
      "sasl.enabled.mechanisms: comma-separated PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
     ("--connections-failed-authentication-delay-ms", "connections_failed_authentication_delay_ms", _non_negative,
      "connections.failed.authentication.delay.ms: delay before a failed authentication is answered"),
-    ("--max-failed-authentications-per-ip", "max_failed_authentications_per_ip", _positive,
-     "failed authentications per client address per minute before further attempts are refused"),
+    ("--failed-authentication-max-delay-ms", "failed_authentication_max_delay_ms", _non_negative,
+     "the longest a failed authentication is held: the delay doubles per failure of one (address, user) "
+     "from connections.failed.authentication.delay.ms up to this"),
+    ("--failed-authentication-max-tracked", "failed_authentication_max_tracked", _positive,
+     "(address, user) keys the failed-authentication throttle remembers; the least recently failing is forgotten"),
     ("--acl-file", "acl_file", str, "ACL file (coordinator-server acls); ACLs are enforced when set"),
     ("--super-users", "super_users", str, "super.users: semicolon-separated principals, e.g. User:admin;User:ops"),
     ("--allow-everyone-if-no-acl-found", "allow_everyone_if_no_acl_found", _bool,

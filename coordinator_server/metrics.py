@@ -144,6 +144,24 @@ BYTES_OUT = LoopCounter("coordinator_network_sent_bytes", "Response bytes writte
                         registry=REGISTRY)
 CONNECTIONS = Gauge("coordinator_connections", "Open client connections", registry=REGISTRY)
 CONNECTIONS_OPENED = Counter("coordinator_connections_opened", "Client connections accepted", registry=REGISTRY)
+CONNECTION_CLOSE_REASONS = ("idle", "partial_frame", "unsent_responses")
+CONNECTIONS_TIMED_OUT = Counter("coordinator_connections_timed_out",
+                                "Connections closed by connections.max.idle.ms, by what they were doing",
+                                ["reason"], registry=REGISTRY)
+READS_PAUSED = Counter("coordinator_connection_reads_paused",
+                       "Times a connection stopped being read because its unsent responses passed the bound",
+                       registry=REGISTRY)
+
+# -- SASL (net/sasl_gate.py, security/auth_throttle.py) ----------------------------------------------
+
+AUTH_FAILURES = Counter("coordinator_sasl_authentication_failures", "Failed SASL authentications",
+                        registry=REGISTRY)
+AUTH_FAILURE_DELAY = Counter("coordinator_sasl_authentication_failure_delay_seconds",
+                             "Time failed authentications were held before their answer", registry=REGISTRY)
+AUTH_THROTTLE_KEYS = Gauge("coordinator_sasl_throttle_keys",
+                           "(address, user) keys the failed-authentication throttle tracks", registry=REGISTRY)
+AUTH_THROTTLE_EVICTIONS = Counter("coordinator_sasl_throttle_evictions",
+                                  "Keys the throttle forgot because it tracked its maximum", registry=REGISTRY)
 
 # -- the group core (through GroupMetrics) -------------------------------------------------------------
 
@@ -167,10 +185,15 @@ CONSUMER_MEMBERS_FENCED = Counter("coordinator_consumer_members_fenced",
                                   registry=REGISTRY)
 for _reason in FENCE_KINDS:
     CONSUMER_MEMBERS_FENCED.labels(_reason)
+PENDING_MEMBERS_EVICTED = Counter("coordinator_pending_members_evicted",
+                                  "KIP-394 pending members forgotten because their group held "
+                                  "--group-max-pending-members", registry=REGISTRY)
 for _reason in REBALANCE_REASONS:  # present at 0 from the first scrape, so rate() and the dashboard work
     REBALANCES.labels(_reason)
 for _reason in REMOVAL_REASONS:
     MEMBERS_REMOVED.labels(_reason)
+for _reason in CONNECTION_CLOSE_REASONS:
+    CONNECTIONS_TIMED_OUT.labels(_reason)
 
 # -- storage (storage/group_commit.py: the coordinator log and the topic store) ---------------------
 
@@ -296,6 +319,9 @@ class GroupMetrics(GroupEvents):
 
     def on_member_removed(self, group_id: str, reason: str) -> None:
         MEMBERS_REMOVED.labels(reason).inc()
+
+    def on_pending_member_evicted(self, group_id: str) -> None:
+        PENDING_MEMBERS_EVICTED.inc()
 
 
 class ConsumerGroupMetrics(ConsumerGroupEvents):
@@ -438,6 +464,23 @@ def _families(snap: Snapshot | None) -> Iterator[Metric]:
     yield from (groups, consumer_groups, members, delayed, watched, lag, group_lag, dropped)
 
 
+# -- the event loop ---------------------------------------------------------------------------------------
+
+LOOP_LAG_INTERVAL_S = 0.25
+LOOP_LAG = Histogram("coordinator_event_loop_lag_seconds",
+                     f"How late a {LOOP_LAG_INTERVAL_S} s sleep on the event loop woke up: time the loop was busy",
+                     buckets=_DISK_BUCKETS, registry=REGISTRY)
+
+
+async def watch_loop_lag() -> None:
+    """Runs while the metrics endpoint does: four wake-ups a second, so it costs nothing measurable."""
+    loop = asyncio.get_running_loop()
+    while True:
+        before = loop.time()
+        await asyncio.sleep(LOOP_LAG_INTERVAL_S)
+        LOOP_LAG.observe(max(loop.time() - before - LOOP_LAG_INTERVAL_S, 0.0))
+
+
 # -- the endpoint --------------------------------------------------------------------------------------
 
 
@@ -448,6 +491,7 @@ class MetricsEndpoint:
         self._collector = collector
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._lag_task: asyncio.Task[None] | None = None
 
     def start(self, host: str, port: int) -> tuple[str, int]:
         """Bind and serve; returns the bound (host, port), the real port for port 0. Raises OSError."""
@@ -457,6 +501,7 @@ class MetricsEndpoint:
         except BaseException:
             REGISTRY.unregister(self._collector)
             raise
+        self._lag_task = asyncio.get_running_loop().create_task(watch_loop_lag(), name="loop-lag")
         bound = self._server.server_address
         return str(bound[0]), int(bound[1])
 
@@ -464,6 +509,8 @@ class MetricsEndpoint:
         if self._server is None:
             return
         server, self._server = self._server, None
+        if self._lag_task is not None:
+            self._lag_task.cancel()
         # shutdown() waits for the serve loop's next poll (up to 0.5 s): not on the event loop.
         await asyncio.to_thread(server.shutdown)
         server.server_close()

@@ -187,6 +187,7 @@ def group_config(config: Config) -> GroupConfig:
         max_session_timeout_ms=config.max_session_timeout_ms,
         initial_rebalance_delay_ms=config.initial_rebalance_delay_ms,
         group_max_size=config.group_max_size,
+        group_max_pending_members=config.group_max_pending_members,
         offset_metadata_max_bytes=config.offset_metadata_max_bytes,
         offsets_retention_ms=config.offsets_retention_minutes * 60_000,
     )

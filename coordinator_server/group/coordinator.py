@@ -566,7 +566,7 @@ class GroupCoordinator(RebalanceMechanics):
         elif group.is_pending_member(member_id):
             log.info("pending_member_removed", group_id=group.group_id, member_id=member_id,
                      reason="group.max.size reached")
-            group.pending_members.discard(member_id)
+            group.pending_members.pop(member_id, None)
             self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member_id))
 
     def _do_new_member_join(self, group: GroupMetadata, inp: JoinGroupInput, respond: JoinCallback) -> None:
@@ -589,7 +589,9 @@ class GroupCoordinator(RebalanceMechanics):
                 self._add_member_and_rebalance(group, new_member_id, inp, respond)
         elif inp.api_version >= 4:
             # KIP-394: hand out the id and wait for the member to come back with it.
-            group.pending_members.add(new_member_id)
+            if len(group.pending_members) >= self.config.group_max_pending_members:
+                self._evict_oldest_pending_member(group)
+            group.pending_members[new_member_id] = None
             self.heartbeat_purgatory.try_complete_else_watch(
                 delayed.DelayedHeartbeat(self, group, new_member_id, True, inp.session_timeout_ms),
                 (delayed.member_key(group.group_id, new_member_id),),
@@ -598,6 +600,19 @@ class GroupCoordinator(RebalanceMechanics):
             respond(JoinGroupResult(Errors.MEMBER_ID_REQUIRED, member_id=new_member_id))
         else:
             self._add_member_and_rebalance(group, new_member_id, inp, respond)
+
+    def _evict_oldest_pending_member(self, group: GroupMetadata) -> None:
+        """A flood of JoinGroups without a member id must not grow a group without bound; forgetting the
+        oldest id rather than refusing the new one keeps the group open to real joiners (one whose id was
+        forgotten gets UNKNOWN_MEMBER_ID and joins again)."""
+        oldest = next(iter(group.pending_members))
+        del group.pending_members[oldest]
+        self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, oldest))
+        group.pending_evictions += 1
+        self.events.on_pending_member_evicted(group.group_id)
+        if group.pending_evictions & (group.pending_evictions - 1) == 0:  # 1, 2, 4, 8...: a flood logs little
+            log.warning("pending_members_evicted", group_id=group.group_id, evicted=group.pending_evictions,
+                        max_pending_members=self.config.group_max_pending_members)
 
     def _do_current_member_join(self, group: GroupMetadata, inp: JoinGroupInput, respond: JoinCallback) -> None:
         member_id = inp.member_id

@@ -25,6 +25,7 @@ class GroupMetadata:
         "new_member_added",
         "num_members_awaiting_join",
         "offsets",
+        "pending_evictions",
         "pending_members",
         "pending_offset_commits",
         "pending_sync_members",
@@ -49,7 +50,9 @@ class GroupMetadata:
         self.leader_id: str | None = None
         self.members: dict[str, MemberMetadata] = {}
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
-        self.pending_members: set[str] = set()  # KIP-394: ids handed out, not yet joined
+        # KIP-394: ids handed out, not yet joined; a dict for its order, so the oldest is evicted first
+        self.pending_members: dict[str, None] = {}
+        self.pending_evictions = 0
         self.pending_sync_members: set[str] = set()
         self.num_members_awaiting_join = 0
         self.supported_protocols: Counter[str] = Counter()
@@ -103,7 +106,7 @@ class GroupMetadata:
             self.supported_protocols[name] += 1
         if member.awaiting_join is not None:
             self.num_members_awaiting_join += 1
-        self.pending_members.discard(member.member_id)
+        self.pending_members.pop(member.member_id, None)
 
     def remove(self, member_id: str) -> MemberMetadata | None:
         member = self.members.pop(member_id, None)
@@ -116,7 +119,7 @@ class GroupMetadata:
         if self.leader_id == member_id:
             # Kafka takes the first key in hash-map order; ours is insertion order.
             self.leader_id = next(iter(self.members), None)
-        self.pending_members.discard(member_id)
+        self.pending_members.pop(member_id, None)
         self.pending_sync_members.discard(member_id)
         return member
 

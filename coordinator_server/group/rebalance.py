@@ -72,6 +72,9 @@ class GroupEvents:
     def on_member_removed(self, group_id: str, reason: RemovalReason) -> None:
         """A member left the group (pending KIP-394 members are not counted: they never joined)."""
 
+    def on_pending_member_evicted(self, group_id: str) -> None:
+        """A pending KIP-394 member was forgotten because its group held group_max_pending_members."""
+
 
 class RebalanceMechanics:
     # Provided by GroupCoordinator.
@@ -307,7 +310,7 @@ class RebalanceMechanics:
             self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
 
     def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str) -> None:
-        group.pending_members.discard(member_id)
+        group.pending_members.pop(member_id, None)
         if group.is_state(PREPARING_REBALANCE):
             self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
 

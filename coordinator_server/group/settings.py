@@ -21,3 +21,5 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = OFFSETS_RETENTION_MS
     offsets_retention_check_interval_ms: int = OFFSETS_RETENTION_CHECK_INTERVAL_MS
+    # KIP-394 pending members one group may hold; the oldest is forgotten beyond it (docs/durability.md)
+    group_max_pending_members: int = 10_000

@@ -17,6 +17,13 @@ that rule with one request in flight per connection:
   does not read its responses), reading stops once `READ_AHEAD_BYTES` are buffered, so the socket's
   receive buffer and TCP flow control hold the client back, as with asyncio streams before.
 
+What a connection may cost between requests — how long it may go without sending a whole request
+(connections.max.idle.ms) and how many response bytes it may leave unread — is decided by
+`ConnectionPolicy` (connection_policy.py): the transport's high-water mark is its unsent bound (so
+`pause_writing` is its "pause reading"), and one watchdog timer per connection, re-armed only when it
+fires, asks it whether to close. The hot path only moves the policy's clock: one clock read per
+`data_received` that answered something.
+
 Three severities of failure (style §10):
 - per request: an error code inside the response (decided by the handler or the core);
 - per connection: bad frame size, unparsable header, unknown api key, unsupported version (other than
@@ -61,6 +68,7 @@ from protocol.heartbeat_wire import HEARTBEAT_API_KEY, heartbeat_response_frame,
 from protocol.offset_commit_wire import OFFSET_COMMIT_API_KEY, parse_offset_commit
 
 from . import sasl_gate
+from .connection_policy import ConnectionPolicy, ConnectionRules, Reading
 from .handlers import RequestContext, RequestHandlers
 from .listener import ListenerContext
 from .request_checks import null_in_non_nullable
@@ -91,6 +99,7 @@ class Connection(asyncio.Protocol):
         *,
         admit: Callable[[Connection], bool] = lambda _c: True,
         on_closed: Callable[[Connection], None] = lambda _c: None,
+        rules: ConnectionRules | None = None,
     ) -> None:
         self._handlers = handlers
         self._max_request_bytes = max_request_bytes
@@ -98,6 +107,10 @@ class Connection(asyncio.Protocol):
         self._admit = admit
         self._on_closed = on_closed
         self._transport: asyncio.Transport | None = None
+        self._rules = rules or ConnectionRules()
+        self._policy: ConnectionPolicy | None = None  # from connection_made, when the clock is known
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop  # set with the policy
         self._ctx = contextvars.Context()
         self._buffer = b""
         # The request in flight when not answered at once: its task, or a fast path's future.
@@ -162,7 +175,12 @@ class Connection(asyncio.Protocol):
             self._closing = True
             transport.close()
             return
+        self._loop = asyncio.get_running_loop()
+        self._policy = ConnectionPolicy(self._rules, self._loop.time())
+        # pause_writing then comes exactly when the policy's unsent bound is passed (resume at a quarter).
+        transport.set_write_buffer_limits(high=self._rules.max_unsent_bytes)  # type: ignore[attr-defined]
         self._ctx.run(self._bind_context)
+        self._arm_watchdog()
 
     def _bind_context(self) -> None:
         structlog.contextvars.bind_contextvars(peer=self.peer)
@@ -184,16 +202,30 @@ class Connection(asyncio.Protocol):
         return not self._closing
 
     def pause_writing(self) -> None:
+        # Called from inside our own transport.write(), so in this connection's context already.
         self._write_paused = True
+        if self._unsent_changed() is Reading.PAUSE:
+            metrics.READS_PAUSED.inc()
+            log.info("connection_reads_paused", unsent_bytes=self._transport.get_write_buffer_size(),  # type: ignore[union-attr]
+                     max_unsent_bytes=self._rules.max_unsent_bytes)
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._unsent_changed()
         if not self._closing:
             self._ctx.run(self._serve_buffered)
+
+    def _unsent_changed(self) -> Reading | None:
+        if self._policy is None or self._transport is None:
+            return None
+        return self._policy.unsent_changed(self._loop.time(), self._transport.get_write_buffer_size())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
         self._closing = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         if exc is not None:
             self._ctx.run(log.debug, "connection_lost", error=repr(exc))
         # A request still running (a parked JoinGroup) completes; its answer goes nowhere.
@@ -202,12 +234,14 @@ class Connection(asyncio.Protocol):
     # -- serving frames, one request in flight --
 
     def _serve_buffered(self) -> None:
+        served = False
         try:
             while (self._task is None and not self._closing and not self._write_paused and not self._draining
                    and not self._close_after_write):
                 payload = self._next_frame()
                 if payload is None:
                     break
+                served = True
                 self._serve(payload)
         except _CloseConnection:
             self._close()
@@ -224,6 +258,10 @@ class Connection(asyncio.Protocol):
                     log.warning("connection_closed_mid_frame", received=len(self._buffer))
                 self._close()
             else:
+                if served and self._task is None:
+                    # Requests were answered: the idle clock starts again. Bytes of a frame that is not
+                    # complete do not restart it (a client sending a byte a second is idle).
+                    self._answered()
                 self._flow_control()
 
     def _next_frame(self) -> bytes | None:
@@ -266,6 +304,8 @@ class Connection(asyncio.Protocol):
     def _wait_for(self, pending: asyncio.Future[bytes] | asyncio.Future[bytes | None]) -> None:
         """Serve nothing else until `pending` (a request's task, or a fast path's future) is answered."""
         self._task = pending
+        if self._policy is not None:
+            self._policy.request_started()  # no idle clock while the server works (or parks) for it
         pending.add_done_callback(self._request_done, context=self._ctx)
 
     def _offset_commit(self, payload: bytes) -> bool:
@@ -309,6 +349,7 @@ class Connection(asyncio.Protocol):
         else:
             if response is not None and not self._closing:  # None: no response at all (acks=0)
                 self._write(response)
+            self._answered()
             self._serve_buffered()
         self._maybe_finished()
 
@@ -331,6 +372,36 @@ class Connection(asyncio.Protocol):
         elif self._reading_paused and not blocked:
             self._reading_paused = False
             transport.resume_reading()
+
+    def _answered(self) -> None:
+        if self._policy is not None:
+            self._policy.answered(self._loop.time())
+            if self._watchdog is None and not self._closing:
+                self._arm_watchdog()
+
+    def _arm_watchdog(self) -> None:
+        assert self._policy is not None
+        deadline = self._policy.deadline()
+        self._watchdog = None if deadline is None else self._loop.call_at(deadline, self._on_watchdog,
+                                                                          context=self._ctx)
+
+    def _on_watchdog(self) -> None:
+        """Requests only move the policy's deadline; the timer is re-armed here, when it fires."""
+        self._watchdog = None
+        if self._closing or self._transport is None or self._policy is None:
+            return
+        unsent = self._transport.get_write_buffer_size()
+        reason = self._policy.expired(self._loop.time(), unsent, partial_frame=bool(self._buffer))
+        if reason is None:
+            self._arm_watchdog()
+            return
+        metrics.CONNECTIONS_TIMED_OUT.labels(reason).inc()
+        log.info("connection_timed_out", reason=reason, max_idle_ms=self._rules.max_idle_ms, unsent_bytes=unsent,
+                 buffered_bytes=len(self._buffer))
+        # abort, not close: close would wait to flush answers a client that does not read never takes.
+        self._closing = True
+        self._transport.abort()
+        self._maybe_finished()
 
     def _close(self) -> None:
         if not self._closing:

@@ -1,11 +1,13 @@
 """What a SASL listener does with a request before its connection has authenticated (Kafka's
 SaslServerAuthenticator): ApiVersions and SaslHandshake, then SaslAuthenticate; anything else closes the
-connection with a log line. A failed authentication is answered SASL_AUTHENTICATION_FAILED after
-`failed_delay_ms` (Kafka's connections.failed.authentication.delay.ms, which slows password guessing)
-and the connection is closed."""
+connection with a log line. A failed authentication is answered SASL_AUTHENTICATION_FAILED after the
+delay `security.auth_throttle` gives for its (address, user) — Kafka's
+connections.failed.authentication.delay.ms at least, growing while that key keeps failing — and the
+connection is closed. A correct credential is answered at once, whatever failed before it."""
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 import structlog
@@ -13,6 +15,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
+from coordinator_server import metrics
 from coordinator_server.security.sasl import (
     ILLEGAL_SASL_STATE,
     SASL_AUTHENTICATION_FAILED,
@@ -79,9 +82,16 @@ async def raw_token(session: SaslSession, token: bytes) -> bytes | None:
 
 
 async def _failed(session: SaslSession, version: int, message: str) -> ApiMessage:
-    log.warning("sasl_authentication_failed", mechanism=session.mechanism, user=session.username,
-                reason=message)
-    await asyncio.sleep(session.config.failed_delay_ms / 1000)
+    throttle = session.config.throttle
+    delay = throttle.failed(session.peer_ip, session.attempted_user, time.monotonic())
+    metrics.AUTH_FAILURES.inc()
+    metrics.AUTH_THROTTLE_KEYS.set(len(throttle))
+    if delay.evicted:
+        metrics.AUTH_THROTTLE_EVICTIONS.inc()
+    log.warning("sasl_authentication_failed", mechanism=session.mechanism, user=session.attempted_user,
+                reason=message, failures=delay.failures, delay_ms=round(delay.seconds * 1000))
+    metrics.AUTH_FAILURE_DELAY.inc(delay.seconds)
+    await asyncio.sleep(delay.seconds)
     return SaslAuthenticateResponse[version](error_code=SASL_AUTHENTICATION_FAILED, error_message=message,
                                              auth_bytes=b"", session_lifetime_ms=0)
 

@@ -28,6 +28,7 @@ from coordinator_server import metrics
 from coordinator_server.config import INT32_MAX
 
 from .connection import Connection
+from .connection_policy import ConnectionRules
 from .handlers import RequestHandlers
 from .listener import ListenerContext
 
@@ -47,10 +48,11 @@ class ConnectionLimits:
 
 class CoordinatorServer:
     def __init__(self, handlers: RequestHandlers, max_request_bytes: int,
-                 limits: ConnectionLimits | None = None) -> None:
+                 limits: ConnectionLimits | None = None, rules: ConnectionRules | None = None) -> None:
         self._handlers = handlers
         self._max_request_bytes = max_request_bytes
         self._limits = limits or ConnectionLimits()
+        self._rules = rules or ConnectionRules()
         self._servers: list[asyncio.Server] = []  # one per listener
         self._connections: set[Connection] = set()
         self._per_ip: Counter[str] = Counter()
@@ -88,7 +90,7 @@ class CoordinatorServer:
 
     def _new_connection(self, listener: ListenerContext | None) -> Connection:
         return Connection(self._handlers, self._max_request_bytes, listener, admit=self._admit,
-                          on_closed=self._closed)
+                          on_closed=self._closed, rules=self._rules)
 
     def _admit(self, conn: Connection) -> bool:
         refused = self._over_limit(conn.peer_ip)

@@ -1,5 +1,5 @@
 """SASL on one connection (Kafka's SaslServerAuthenticator): the mechanism servers and the state machine,
-plus the per-address limit on failed attempts. No I/O here; `net.sasl_gate` frames it.
+no I/O here; `net.sasl_gate` frames it and holds failure answers as `auth_throttle` says.
 
 States: HANDSHAKE (ApiVersions and SaslHandshake only) → AUTHENTICATE (SaslAuthenticate only, or raw
 tokens after a v0 handshake) → COMPLETE. Anything out of order closes the connection, as in Kafka.
@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
-from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
+from .auth_throttle import AuthFailureThrottle
 from .files import ReloadingFile
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 from .scram import ScramError, ScramServer, check_password
@@ -22,7 +21,6 @@ UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
 ALL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
-WINDOW_S = 60.0
 
 
 class SaslState(Enum):
@@ -43,41 +41,14 @@ def parse_mechanisms(text: str) -> tuple[str, ...]:
     return mechs
 
 
-class FailureLimiter:
-    """At most `limit` failed authentications per client address in any 60 s; beyond that, attempts from
-    the address fail at once without looking at the credentials, until the oldest failure ages out."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._failures: dict[str, deque[float]] = {}
-
-    def _recent(self, ip: str, now: float) -> deque[float]:
-        q = self._failures.setdefault(ip, deque())
-        while q and now - q[0] >= WINDOW_S:
-            q.popleft()
-        return q
-
-    def blocked(self, ip: str, now: float | None = None) -> bool:
-        now = time.monotonic() if now is None else now
-        q = self._recent(ip, now)
-        if not q:
-            del self._failures[ip]  # keep the map to the addresses failing right now
-            return False
-        return len(q) >= self.limit
-
-    def record(self, ip: str, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        self._recent(ip, now).append(now)
-
-
 @dataclass
 class SaslConfig:
     """Server-wide SASL settings, shared by every connection of the SASL listeners."""
 
     mechanisms: tuple[str, ...]
     users: ReloadingFile[Users] | None
-    failed_delay_ms: int = 100  # connections.failed.authentication.delay.ms
-    limiter: FailureLimiter = field(default_factory=lambda: FailureLimiter(10))
+    failed_delay_ms: int = 100  # connections.failed.authentication.delay.ms: the throttle's floor
+    throttle: AuthFailureThrottle = field(default_factory=lambda: AuthFailureThrottle(100, 10_000, 10_000))
     fake_key: bytes = field(default_factory=lambda: os.urandom(32))  # salts for unknown users
 
     def credentials(self, mechanism: str) -> dict[str, object]:
@@ -92,7 +63,8 @@ class SaslSession:
         self.state = SaslState.HANDSHAKE
         self.mechanism: str | None = None
         self.raw_tokens = False  # SaslHandshake v0: tokens follow as bare size-prefixed frames
-        self.username: str | None = None
+        self.username: str | None = None  # set once authenticated
+        self.attempted_user: str | None = None  # the user name the client gave, known or not
         self._scram: ScramServer | None = None
 
     def handshake(self, mechanism: str, version: int) -> int:
@@ -109,8 +81,6 @@ class SaslSession:
     async def step(self, token: bytes) -> bytes:
         """One SaslAuthenticate token in, the server's token out; raises SaslFailed."""
         assert self.state is SaslState.AUTHENTICATE and self.mechanism is not None
-        if self.config.limiter.blocked(self.peer_ip):
-            raise SaslFailed("Authentication failed: too many failed attempts from this address, retry later")
         try:
             if self.mechanism == "PLAIN":
                 await self._plain(token)
@@ -118,13 +88,14 @@ class SaslSession:
             if self._scram is None:
                 self._scram = ScramServer(self.mechanism, self.config.credentials(self.mechanism),  # type: ignore[arg-type]
                                           self.config.fake_key)
-                return self._scram.client_first(token)
+                reply = self._scram.client_first(token)
+                self.attempted_user = self._scram.username
+                return reply
             reply = self._scram.client_final(token)
             self.username = self._scram.username
             self.state = SaslState.COMPLETE
             return reply
         except (ScramError, UnicodeDecodeError, ValueError) as e:
-            self.config.limiter.record(self.peer_ip)
             raise SaslFailed(f"Authentication failed during authentication due to invalid credentials with "
                              f"SASL mechanism {self.mechanism}") from e
 
@@ -133,6 +104,7 @@ class SaslSession:
         if len(parts) != 3:
             raise ValueError("Invalid SASL/PLAIN message")
         authzid, user, password = (p.decode("utf-8") for p in parts)
+        self.attempted_user = user
         if authzid and authzid != user:
             raise ValueError("Authorization id must be the same as the username")
         users = self.config.users.get() if self.config.users is not None else {}

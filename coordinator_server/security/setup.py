@@ -9,10 +9,11 @@ from pathlib import Path
 from coordinator_server.config import Config
 
 from .acls import parse_acls
+from .auth_throttle import AuthFailureThrottle
 from .authorizer import Authorizer
 from .files import ReloadingFile
 from .listeners import ListenerSpec, parse_listeners, server_ssl_context
-from .sasl import FailureLimiter, SaslConfig, parse_mechanisms
+from .sasl import SaslConfig, parse_mechanisms
 from .users import parse_users
 
 
@@ -42,7 +43,9 @@ def build_security(c: Config) -> SecuritySettings:
             raise ValueError(f"cannot read the SASL users file {users_path}: {e}") from e
         sasl = SaslConfig(parse_mechanisms(c.sasl_enabled_mechanisms), users,
                           c.connections_failed_authentication_delay_ms,
-                          FailureLimiter(c.max_failed_authentications_per_ip))
+                          AuthFailureThrottle(c.connections_failed_authentication_delay_ms,
+                                              c.failed_authentication_max_delay_ms,
+                                              c.failed_authentication_max_tracked))
     authorizer = None
     if c.acl_file:
         acl_path = Path(c.acl_file)

@@ -340,8 +340,9 @@ def test_sasl_scram_group_acls(server_factory: ServerFactory, security_files: tu
 
 def test_sasl_failures_close_cleanly(server_factory: ServerFactory, security_files: tuple[Path, Path]) -> None:
     users, _acls = security_files
+    # kafka-python retries fast: keep the failure delay of (127.0.0.1, alice) below the raw socket's timeout
     srv = server_factory(listeners="SASL_PLAINTEXT://127.0.0.1:0", sasl_users_file=users,
-                         max_failed_authentications_per_ip=100_000)  # kafka-python retries fast
+                         failed_authentication_max_delay_ms=1000)
     port = ports(srv)["SASL_PLAINTEXT"]
     from kafka.errors import KafkaError
     with pytest.raises(KafkaError):
@@ -375,30 +376,30 @@ def test_sasl_failures_close_cleanly(server_factory: ServerFactory, security_fil
         assert alice.call(ApiVersionsRequest[0](), ApiVersionsResponse).error_code == 0
 
 
-def test_failed_authentications_are_rate_limited(server_factory: ServerFactory,
-                                                 security_files: tuple[Path, Path]) -> None:
+def test_failed_authentications_are_delayed_never_refused(server_factory: ServerFactory,
+                                                         security_files: tuple[Path, Path]) -> None:
     users, _acls = security_files
     srv = server_factory(listeners="SASL_PLAINTEXT://127.0.0.1:0", sasl_users_file=users,
-                         max_failed_authentications_per_ip=3)
+                         connections_failed_authentication_delay_ms=20, failed_authentication_max_delay_ms=200)
     port = ports(srv)["SASL_PLAINTEXT"]
-    # Password guessing: after --max-failed-authentications-per-ip failures in a minute, this address is
-    # refused without a credential check, even with the right password.
-    message = ""
-    for _ in range(4):
+    # Password guessing from one address: each failure of (address, alice) is answered later than the last,
+    # up to the ceiling, and the right password is accepted at once in between and after.
+    held = []
+    for _ in range(6):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             raw = Raw(sock)
             raw.call(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse)
-            message = raw.call(SaslAuthenticateRequest[2](auth_bytes=b"\0alice\0guess"),
-                               SaslAuthenticateResponse).error_message
-        if "too many" in message:
-            break
-    assert "too many" in message
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        raw = Raw(sock)
-        raw.call(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse)
-        resp = raw.call(SaslAuthenticateRequest[2](auth_bytes=f"\0alice\0{PASSWORDS['alice']}".encode()),
-                        SaslAuthenticateResponse)
-        assert resp.error_code == 58 and "too many" in resp.error_message
+            started = time.monotonic()
+            resp = raw.call(SaslAuthenticateRequest[2](auth_bytes=b"\0alice\0guess"), SaslAuthenticateResponse)
+            held.append(time.monotonic() - started)
+            assert resp.error_code == 58 and "invalid credentials" in resp.error_message
+    delays = [e["delay_ms"] for e in srv.events("sasl_authentication_failed")]
+    assert delays == [20, 40, 80, 160, 200, 200]
+    assert held[-1] >= 0.19
+    started = time.monotonic()
+    with plain_login(port, "alice", PASSWORDS["alice"]) as alice:
+        assert alice.call(ApiVersionsRequest[0](), ApiVersionsResponse).error_code == 0
+    assert time.monotonic() - started < 2.0  # not held: the delay is for failures only
 
 
 def test_sasl_ssl_with_aiokafka_scram512_and_confluent_plain(server_factory: ServerFactory, certs: Path,

@@ -62,6 +62,7 @@ class Harness:
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2_147_483_647
+    group_max_pending_members: int = 10_000
     partitions: int = 50
     now: int = START_MONOTONIC_MS
     durable: list[CoordinatorRecord] = field(default_factory=list)
@@ -81,6 +82,7 @@ class Harness:
                 max_session_timeout_ms=self.max_session_timeout_ms,
                 initial_rebalance_delay_ms=self.initial_rebalance_delay_ms,
                 group_max_size=self.group_max_size,
+                group_max_pending_members=self.group_max_pending_members,
             ),
             self.partitions,
             self.timer,

@@ -112,7 +112,7 @@ class GroupCoreMachine(RuleBasedStateMachine):
             assert group.num_members_awaiting_join == sum(m.awaiting_join is not None for m in members.values())
             assert (group.leader_id is None) == (not members), f"{group.group_id}: leader {group.leader_id}"
             assert group.leader_id is None or group.leader_id in members
-            assert not (group.pending_members & set(members))
+            assert not (group.pending_members.keys() & set(members))
             assert group.pending_sync_members <= set(members)
             if group.state is EMPTY:
                 assert not members and not group.static_members

@@ -94,6 +94,19 @@ def test_pending_member_expires_after_its_session_timeout() -> None:
     assert join_result(later).error is Errors.UNKNOWN_MEMBER_ID
 
 
+def test_a_flood_of_joins_without_member_id_keeps_a_bounded_number_pending() -> None:
+    h = Harness(group_max_pending_members=3)
+    [a] = h.form_group(1)
+    ids = [join_result(h.join(client_id="flood")).member_id for _ in range(10)]
+    group = h.group()
+    assert list(group.pending_members) == ids[-3:]  # the oldest were forgotten, newest kept
+    assert group.pending_evictions == 7
+    assert h.coordinator.heartbeat_purgatory.delayed() == 1 + 3  # a's session timer and 3 pending timers
+    # A forgotten id is refused like an expired one; a kept one joins.
+    assert join_result(h.join(member_id=ids[0])).error is Errors.UNKNOWN_MEMBER_ID
+    assert a.member_id in group.members
+
+
 def test_pending_member_blocks_completion_of_a_non_initial_join() -> None:
     h = Harness()
     [a] = h.form_group(1)

@@ -13,9 +13,10 @@ import pytest
 from coordinator_server.security import scram
 from coordinator_server.security.acls import Acl, load_acls
 from coordinator_server.security.acls import main as acls_main
+from coordinator_server.security.auth_throttle import AuthFailureThrottle
 from coordinator_server.security.authorizer import Access, Authorizer
 from coordinator_server.security.listeners import parse_listeners, peer_cert_cn
-from coordinator_server.security.sasl import FailureLimiter, SaslConfig, SaslFailed, SaslSession, SaslState
+from coordinator_server.security.sasl import SaslConfig, SaslFailed, SaslSession, SaslState
 from coordinator_server.security.users import load_users
 from coordinator_server.security.users import main as users_main
 
@@ -90,35 +91,59 @@ class _Users:
         return self.users
 
 
-async def test_sasl_session_plain_and_rate_limit() -> None:
+async def test_sasl_session_plain_and_failures_never_lock_out() -> None:
     users = {"bob": {"SCRAM-SHA-256": scram.make_credential("SCRAM-SHA-256", "pw")}}
-    config = SaslConfig(("PLAIN",), _Users(users), 0, FailureLimiter(2))  # type: ignore[arg-type]
+    config = SaslConfig(("PLAIN",), _Users(users), 0, AuthFailureThrottle(0, 0, 10))  # type: ignore[arg-type]
     s = SaslSession(config, "10.0.0.1")
     assert s.handshake("SCRAM-SHA-256", 1) == 33  # not enabled
     assert s.handshake("PLAIN", 1) == 0 and s.handshake("PLAIN", 1) == 34  # a second handshake: illegal state
     await s.step(b"\x00bob\x00pw")
     assert s.state is SaslState.COMPLETE and s.username == "bob"
-    for _ in range(2):
+    for _ in range(50):
         bad = SaslSession(config, "10.0.0.1")
         bad.handshake("PLAIN", 1)
         with pytest.raises(SaslFailed, match="invalid credentials"):
             await bad.step(b"\x00bob\x00nope")
-    blocked = SaslSession(config, "10.0.0.1")
-    blocked.handshake("PLAIN", 1)
-    with pytest.raises(SaslFailed, match="too many"):
-        await blocked.step(b"\x00bob\x00pw")  # even the right password, until the window passes
-    other = SaslSession(config, "10.0.0.2")  # per address
-    other.handshake("PLAIN", 1)
-    await other.step(b"\x00bob\x00pw")
+        assert bad.attempted_user == "bob" and bad.username is None
+    good = SaslSession(config, "10.0.0.1")  # the same address and user: the right password still works
+    good.handshake("PLAIN", 1)
+    await good.step(b"\x00bob\x00pw")
+    assert good.state is SaslState.COMPLETE
 
 
-def test_failure_limiter_window() -> None:
-    limiter = FailureLimiter(2)
-    limiter.record("a", 0.0)
-    limiter.record("a", 1.0)
-    assert limiter.blocked("a", 59.0)
-    assert not limiter.blocked("a", 60.5)  # the first failure aged out
-    assert not limiter.blocked("b", 0.0)
+def test_throttle_grows_per_address_and_user_and_resets() -> None:
+    t = AuthFailureThrottle(floor_ms=100, max_delay_ms=1000, max_entries=100)
+    delays = []
+    now = 0.0
+    for _ in range(6):  # a sequential guesser: each attempt after the previous answer
+        d = t.failed("10.0.0.1", "bob", now)
+        delays.append(round(d.seconds, 3))
+        now += d.seconds
+    assert delays == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]  # doubling from Kafka's delay, capped
+    assert t.failed("10.0.0.1", "alice", now).seconds == pytest.approx(0.1)  # another user on the address
+    assert t.failed("10.0.0.2", "bob", now).seconds == pytest.approx(0.1)  # the same user elsewhere
+    later = now + 61.0  # a minute without failures: back to the floor
+    assert t.failed("10.0.0.1", "bob", later).seconds == pytest.approx(0.1)
+
+
+def test_throttle_spaces_parallel_failures_and_caps_the_hold() -> None:
+    t = AuthFailureThrottle(floor_ms=100, max_delay_ms=1000, max_entries=100)
+    held = [t.failed("10.0.0.1", "bob", 0.0).seconds for _ in range(8)]  # 8 connections at once
+    # answers are spaced by the growing delay (0.1, +0.2, +0.4, ...) but no connection is held over the cap
+    assert held[:3] == pytest.approx([0.1, 0.3, 0.7])
+    assert all(h <= 1.0 for h in held) and held[-1] == pytest.approx(1.0)
+
+
+def test_throttle_memory_is_bounded() -> None:
+    t = AuthFailureThrottle(floor_ms=100, max_delay_ms=1000, max_entries=3)
+    for i in range(3):
+        t.failed("10.0.0.1", f"user{i}", 0.0)
+    t.failed("10.0.0.1", "user0", 1.0)  # user0 is now the most recent
+    d = t.failed("10.0.0.1", "user3", 1.0)
+    assert d.evicted and len(t) == 3
+    assert t.failed("10.0.0.1", "user0", 1.0).failures == 3  # kept; user1 was forgotten
+    assert t.failed("10.0.0.1", "user1", 1.0).failures == 1
+    assert t.failed("10.0.0.1", "x" * 10_000, 1.0).failures == 1 and len(t) == 3
 
 
 # ------------------------------------------------------------------------------------------ ACLs
