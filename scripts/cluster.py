@@ -24,8 +24,8 @@ from pathlib import Path
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from coordinator_server.tools.local_zookeeper import LocalZooKeeper  # noqa: E402
-from tests.integration.group_client import Connection  # noqa: E402
+from coordinator_server.tools.local_zookeeper import LocalZooKeeper
+from tests.integration.group_client import Connection
 
 STATE = "cluster.json"
 
