@@ -38,6 +38,8 @@ from .test_security import Raw, ports
 pytestmark = pytest.mark.integration
 
 WINDOW_S = 4.0
+GROUPS_CREATED = 1000
+CHURN_CONNECTIONS = 1000
 
 
 def _sasl(user: str, password: str, mechanism: str) -> dict[str, Any]:
@@ -213,7 +215,9 @@ def test_connection_churn_leaks_no_descriptors_or_memory(server_factory: ServerF
         errors: list[BaseException] = []
         checker = threading.Thread(target=capture, args=(errors, group.assert_healthy, srv, WINDOW_S - 0.5))
         checker.start()
-        while time.monotonic() - started < WINDOW_S:  # connect and close, in four manners, as fast as we can
+        # Connect and close, in four manners, as fast as we can, for the window and at least CHURN_CONNECTIONS
+        # times (a count, not a rate: speed belongs to the benchmarks; a CI machine may be slow).
+        while time.monotonic() - started < WINDOW_S or n < CHURN_CONNECTIONS:
             with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
                 kind = n % 4
                 if kind == 1:
@@ -226,8 +230,6 @@ def test_connection_churn_leaks_no_descriptors_or_memory(server_factory: ServerF
             n += 1
         checker.join()
         assert not errors, errors[0]
-        per_minute = n * 60 / (time.monotonic() - started)
-        assert per_minute > 3000, f"only {per_minute:.0f} connections a minute"
         deadline = time.monotonic() + 5
         while fds(pid) > fds_before + 2 and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -268,8 +270,11 @@ def test_groups_created_and_deleted_return_to_baseline(server_factory: ServerFac
             created = 0
             with socket.create_connection((srv.host, srv.port), timeout=10) as sock:
                 raw = Raw(sock)
-                started = time.monotonic()
-                while time.monotonic() - started < WINDOW_S:
+                # A count, not a rate (speed belongs to the benchmarks): CI machines run this beside other
+                # suites. The deadline only guards against a hang.
+                deadline = time.monotonic() + 120
+                while created < GROUPS_CREATED:
+                    assert time.monotonic() < deadline, f"only {created} groups created and deleted in 120 s"
                     names = [f"tmp-{created + i}" for i in range(100)]
                     for name in names:
                         commit = raw.call(OffsetCommitRequest[8](group_id=name, generation_id_or_member_epoch=-1,
@@ -280,7 +285,7 @@ def test_groups_created_and_deleted_return_to_baseline(server_factory: ServerFac
                     deleted = raw.call(DeleteGroupsRequest[2](groups_names=names), DeleteGroupsResponse)
                     assert {r.error_code for r in deleted.results} == {0}
                     created += len(names)
-            assert created >= 1000
+            assert created == GROUPS_CREATED
             assert len(srv.events("group_deleted")) - groups_before == created
             grown = offsets_log_bytes(srv.data_dir)
             deadline = time.monotonic() + 20
