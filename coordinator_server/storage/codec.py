@@ -35,7 +35,6 @@ No I/O and no server state: the Spark workers of `pipeline` import this module o
 """
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +55,7 @@ from coordinator_server.storage.consumer_codec import (
     encode_consumer_record,
 )
 from coordinator_server.storage.errors import RecordDecodeError
+from coordinator_server.storage.schema_decode import decode_exact, required
 from protocol import coordinator_records as schema
 from protocol.coordinator_records import GROUP_METADATA_KEY_VERSION
 
@@ -418,28 +418,11 @@ def slow_decode_group_value(value: bytes) -> GroupMetadataValue:
     )
 
 def _decode(cls: Any, data: bytes) -> Any:
-    """Decode `data` (int16 version + struct) exactly: known version, no short read, no trailing bytes."""
-    name = cls.name
-    if len(data) < _INT16.size:
-        raise RecordDecodeError(f"{name} of {len(data)} bytes is too short to hold a version")
-    version = _INT16.unpack_from(data)[0]
-    lo, hi = cls.valid_versions
-    if not lo <= version <= hi:
-        raise RecordDecodeError(f"{name} version {version} is not one of the known versions {lo}-{hi}")
-    buf = io.BytesIO(data)
-    try:
-        decoded = cls.decode(buf, header=True)
-    except (ValueError, struct.error, UnicodeDecodeError, IndexError, TypeError) as e:
-        raise RecordDecodeError(f"{name} v{version} does not decode: {e}") from e
-    if buf.tell() != len(data):
-        raise RecordDecodeError(f"{name} v{version} has {len(data) - buf.tell()} unexpected trailing bytes")
-    return decoded
+    """Decode `data` (int16 version + struct) exactly: a version the class knows (schema_decode)."""
+    return decode_exact(cls, data, *cls.valid_versions)
 
 
-def _required(value: Any, field: str) -> Any:
-    if value is None:
-        raise RecordDecodeError(f"non-nullable field {field} is null")
-    return value
+_required = required
 
 
 def _str(value: str, field: str) -> str:

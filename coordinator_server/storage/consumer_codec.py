@@ -12,7 +12,6 @@ are read and dropped; unknown tags are skipped by kafka-python.
 """
 from __future__ import annotations
 
-import io
 import struct
 import uuid
 from collections.abc import Iterable
@@ -35,7 +34,7 @@ from coordinator_server.group.consumer.records import (
     ResolvedRegex,
     TopicMetadata,
 )
-from coordinator_server.storage.errors import RecordDecodeError
+from coordinator_server.storage.schema_decode import decode_exact, required
 from protocol.coordinator_records import CONSUMER_GROUP_SCHEMAS, CONSUMER_GROUP_VALUE_VERSION
 
 CONSUMER_GROUP_KEY_VERSIONS = frozenset(CONSUMER_GROUP_SCHEMAS)
@@ -201,24 +200,8 @@ def _assignment(topic_partitions: Iterable[Any]) -> Assignment:
 
 
 def _decode(cls: Any, data: bytes, version: int) -> Any:
-    """`data` (int16 version + struct) decoded exactly: the expected version, no short read, no trailing bytes."""
-    name = cls.name
-    if len(data) < _INT16.size:
-        raise RecordDecodeError(f"{name} of {len(data)} bytes is too short to hold a version")
-    found = _INT16.unpack_from(data)[0]
-    if found != version:
-        raise RecordDecodeError(f"{name} version {found} is not the known version {version}")
-    buf = io.BytesIO(data)
-    try:
-        decoded = cls.decode(buf, header=True)
-    except (ValueError, struct.error, UnicodeDecodeError, IndexError, TypeError, EOFError) as e:
-        raise RecordDecodeError(f"{name} v{version} does not decode: {e}") from e
-    if buf.tell() != len(data):
-        raise RecordDecodeError(f"{name} v{version} has {len(data) - buf.tell()} unexpected trailing bytes")
-    return decoded
+    """`data` (int16 version + struct) decoded exactly at the one version Kafka writes (schema_decode)."""
+    return decode_exact(cls, data, version, version)
 
 
-def _required(value: Any, field: str) -> Any:
-    if value is None:
-        raise RecordDecodeError(f"non-nullable field {field} is null")
-    return value
+_required = required
