@@ -92,6 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(render_toml(loaded))
         return 0
     configure_logging(loaded.config.log_format, loaded.config.log_level)
+    for option, source, reason in loaded.ignored:
+        structlog.get_logger("coordinator_server").warning("config_option_ignored", option=option, source=source,
+                                                           reason=reason)
     return run(loaded.config)
 
 

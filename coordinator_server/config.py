@@ -316,12 +316,24 @@ class ConfigFileError(ValueError):
 @dataclass(frozen=True)
 class LoadedConfig:
     """The effective settings, where each came from (TOML key -> "flag", "env NAME", "file PATH",
-    "default"), and whether `--print-config` was asked for."""
+    "default"), whether `--print-config` was asked for, and the removed settings that were given
+    (setting, where, why it is ignored) for the server to warn about."""
 
     config: Config
     sources: dict[str, str]
     print_config: bool = False
     config_file: str | None = None
+    ignored: tuple[tuple[str, str, str], ...] = ()
+
+
+# Settings an earlier release had: still accepted (flag, COORDINATOR_* variable or config-file key) so
+# that an upgraded deployment starts, ignored, and named in a startup warning (config_option_ignored).
+REMOVED_OPTIONS: dict[str, str] = {
+    "max_failed_authentications_per_ip": (
+        "an address is no longer locked out after failed authentications: failures are delayed per (address, "
+        "user) instead (--connections-failed-authentication-delay-ms, --failed-authentication-max-delay-ms; "
+        "docs/security.md)"),
+}
 
 
 def toml_kind(typ: object) -> type:
@@ -361,6 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument(flag, dest=attr, type=typ, default=None,  # type: ignore[arg-type]
                             help=f"{help_text} (env {env}, default {getattr(defaults, attr)})",
                             **extra)  # type: ignore[arg-type]
+    for attr in REMOVED_OPTIONS:
+        parser.add_argument("--" + attr.replace("_", "-"), dest=attr, default=None, metavar="IGNORED",
+                            help="removed: accepted and ignored with a warning (docs/configuration.md)")
     parser.add_argument("--topic", dest="topics", action="append", type=parse_topic, default=None,
                         help="NAME:PARTITIONS, repeatable (env COORDINATOR_TOPIC, comma-separated)")
     parser.add_argument("--config", metavar="FILE.toml", default=None,
@@ -388,6 +403,8 @@ def read_config_file(path: Path) -> dict[str, object]:
             values["topics"] = _file_topics(path, value)
         elif key in options:
             values[key] = _file_value(path, key, options[key], value)
+        elif key in REMOVED_OPTIONS:
+            values[key] = value  # resolve_config reports it as ignored
         else:
             raise ConfigFileError(f"config file {path}: unknown key {key!r}{_did_you_mean(key)}")
     return values
@@ -474,6 +491,16 @@ def resolve_config(argv: Sequence[str] | None = None, environ: dict[str, str] | 
         take(attr, attr, getattr(args, attr), "COORDINATOR_" + attr.upper(), typ)  # type: ignore[arg-type]
     take("topics", TOPIC_KEY, None if args.topics is None else tuple(args.topics), "COORDINATOR_TOPIC",
          lambda text: tuple(parse_topic(t) for t in text.split(",") if t))
+    ignored = []
+    for attr, reason in REMOVED_OPTIONS.items():
+        env_name = "COORDINATOR_" + attr.upper()
+        if getattr(args, attr) is not None:
+            ignored.append((attr, "flag", reason))
+        elif environ.get(env_name):
+            ignored.append((attr, f"env {env_name}", reason))
+        elif attr in file_values:
+            ignored.append((attr, f"file {config_file}", reason))
+        file_values.pop(attr, None)
     config = Config(**values)  # type: ignore[arg-type]
     if config.log_format not in ("console", "json"):
         parser.error("--log-format must be console or json")
@@ -487,7 +514,7 @@ def resolve_config(argv: Sequence[str] | None = None, environ: dict[str, str] | 
     security_error = _security_error(config)
     if security_error:
         parser.error(security_error)
-    return LoadedConfig(config, sources, args.print_config, config_file)
+    return LoadedConfig(config, sources, args.print_config, config_file, tuple(ignored))
 
 
 def _consumer_group_error(config: Config) -> str | None:

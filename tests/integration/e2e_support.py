@@ -558,7 +558,15 @@ def run_scenario(srv: ServerProcess, client: str, topic: str, sc: Scenario, ws: 
     def mark(what: str) -> None:
         timeline.append((round(time.monotonic() - t0, 2), what))
 
-    diag = ws.diagnostics
+    def diag() -> str:  # what the clients saw, and the server's side of the group's rebalances
+        names = {"preparing_rebalance", "join_completed", "group_stable", "member_added", "member_removed",
+                 "pending_member_expired", "rebalance_timeout", "group_empty"}
+        story = [{k: v for k, v in e.items() if k in ("timestamp", "event", "reason", "member_id", "generation_id",
+                                                      "members")}
+                 for e in srv.events() if e.get("group_id") == ws.group and e.get("event") in names]
+        views = {w.name: w.assignment() for w in ws.all if w.name.startswith("c")}
+        return f"{ws.diagnostics()}\n--- assignments: {views}\n--- server events: {story[-15:]}"
+
     c1, c2, c3 = (ws.consumer(n) for n in ("c1", "c2", "c3"))
     wait_until(lambda: balanced([c1, c2, c3], sc.partitions), 45, "c1-c3 balanced", diag)
     mark("c1-c3 balanced")

@@ -25,6 +25,7 @@ class HealthyGroup:
         self.session_timeout_ms = session_timeout_ms
         self.consumed = 0
         self.commits = 0
+        self.member_commits = [0] * members
         self.errors: list[str] = []
         self.commit_latencies: list[tuple[float, float]] = []  # (monotonic end, seconds) of each sync commit
         self._lock = threading.Lock()
@@ -50,14 +51,19 @@ class HealthyGroup:
             return self.consumed, self.commits, len(self.errors)
 
     def wait_running(self, timeout_s: float = 30.0) -> None:
-        """Until every member consumed and committed (the group formed)."""
+        """Until every member has committed what it consumed (the group formed with all of them).
+
+        Each member, not the group's total: one fast member can consume and commit alone while the
+        other is still starting, and that member's join would then rebalance the group in the middle
+        of the window a test watches."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            consumed, commits, _ = self.counts()
-            if consumed >= 20 and commits >= self.members:
-                return
+            with self._lock:
+                if self.consumed >= 20 and min(self.member_commits) >= 1:
+                    return
             time.sleep(0.1)
-        raise AssertionError(f"healthy group never ran: {self.counts()} errors={self.errors[-5:]}")
+        raise AssertionError(f"healthy group never ran: {self.counts()} commits per member {self.member_commits}"
+                             f" errors={self.errors[-5:]}")
 
     def assert_healthy(self, srv: ServerProcess, seconds: float) -> tuple[int, int]:
         """Watch `seconds`: the group consumes and commits, no client error, no member removed.
@@ -67,11 +73,19 @@ class HealthyGroup:
         time.sleep(seconds)
         c1, k1, e1 = self.counts()
         assert e1 == e0, f"client errors in the window: {self.errors[e0:][:5]}"
-        assert c1 - c0 >= 10 * seconds, f"consumed only {c1 - c0} records in {seconds} s"
-        assert k1 - k0 >= seconds, f"only {k1 - k0} commits in {seconds} s"
+        assert c1 - c0 >= 10 * seconds, f"consumed only {c1 - c0} records in {seconds} s; {self._story(srv)}"
+        assert k1 - k0 >= seconds, f"only {k1 - k0} commits in {seconds} s; {self._story(srv)}"
         removed = self._removed(srv)[len(removed_before):]
         assert not removed, f"healthy members removed: {removed}"
         return c1 - c0, k1 - k0
+
+    def _story(self, srv: ServerProcess) -> str:
+        """The server's last rebalance events for this group: what a failed window needs explained."""
+        names = {"preparing_rebalance", "join_completed", "group_stable", "member_added", "member_removed",
+                 "pending_member_expired", "rebalance_timeout", "static_member_replaced"}
+        story = [{k: v for k, v in e.items() if k not in ("group_id", "logger", "level")}
+                 for e in srv.events() if e.get("group_id") == self.group and e.get("event") in names]
+        return f"server events for {self.group}: {story[-12:]}"
 
     def _removed(self, srv: ServerProcess) -> list[dict[str, Any]]:
         return [e for e in srv.events("member_removed") if e.get("group_id") == self.group]
@@ -118,6 +132,7 @@ class HealthyGroup:
                         since_commit = 0
                         with self._lock:
                             self.commits += 1
+                            self.member_commits[index] += 1
                             self.commit_latencies.append((ended, ended - started))
                     except KafkaException as e:
                         # A commit during a rebalance fails legitimately; the window check sees rebalances.

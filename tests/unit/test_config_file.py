@@ -139,3 +139,21 @@ def test_no_subcommand_still_means_the_server_flags() -> None:
     # `coordinator-server --port 0 ...` (make run, the Dockerfile, the tests) parses as before.
     config = load_config(["--port", "0", "--data-dir", "/tmp/x", "--topic", "a:1"], {})
     assert (config.port, config.data_dir, config.topics) == (0, "/tmp/x", (TopicSpec("a", 1),))
+
+
+def test_a_removed_setting_is_accepted_ignored_and_reported(tmp_path: Path) -> None:
+    """An upgraded deployment with the old per-address lockout setting still starts; the setting does nothing."""
+    from coordinator_server.config import REMOVED_OPTIONS
+    by_flag = resolve_config(["--max-failed-authentications-per-ip", "10"], environ={})
+    assert [(o, s) for o, s, _r in by_flag.ignored] == [("max_failed_authentications_per_ip", "flag")]
+    assert by_flag.ignored[0][2] == REMOVED_OPTIONS["max_failed_authentications_per_ip"]
+    assert by_flag.config == Config()
+    by_env = resolve_config([], environ={"COORDINATOR_MAX_FAILED_AUTHENTICATIONS_PER_IP": "10"})
+    assert [(o, s) for o, s, _r in by_env.ignored] == [
+        ("max_failed_authentications_per_ip", "env COORDINATOR_MAX_FAILED_AUTHENTICATIONS_PER_IP")]
+    toml = tmp_path / "c.toml"
+    toml.write_text("port = 9999\nmax_failed_authentications_per_ip = 10\n")
+    by_file = resolve_config(["--config", str(toml)], environ={})
+    assert by_file.config.port == 9999
+    assert [(o, s) for o, s, _r in by_file.ignored] == [("max_failed_authentications_per_ip", f"file {toml}")]
+    assert resolve_config([], environ={}).ignored == ()
