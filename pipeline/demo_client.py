@@ -49,10 +49,14 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         # Called after SyncGroup, so the generation and member id are the ones the coordinator recorded.
+        # kafka-python 3 calls listeners on its IO thread; its public group_metadata() takes the
+        # coordinator's lock, which the application thread can hold while it waits for that IO thread
+        # (a commit or poll during a quick second rebalance): the member hung, never committing again.
+        # The generation was set on this thread just before the call, so it is read without the lock.
         assert self.consumer is not None
-        meta = self.consumer.group_metadata()
-        emit(event="assigned", member_id=meta.member_id, generation=meta.generation_id,
-             partitions=sorted([tp.topic, tp.partition] for tp in self.consumer.assignment()))
+        generation = self.consumer._coordinator._generation
+        emit(event="assigned", member_id=generation.member_id, generation=generation.generation_id,
+             partitions=sorted([tp.topic, tp.partition] for tp in assigned))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -147,8 +147,10 @@ class Member:
                 raise RuntimeError(f"{self.client_id} reported no {event!r}: {self.events[-5:]}")
             time.sleep(0.05)
 
-    def wait_commit(self, timeout_s: float = 20.0) -> None:
+    def wait_commit(self, timeout_s: float = 60.0) -> None:
         """Until it committed in its latest generation, so that generation's work is in the log."""
+        # Generous: on a loaded 2-core CI machine a member's first join (metadata, JoinGroup, the
+        # rebalance delay, SyncGroup, a fetch) has taken more than 20 s.
         deadline = time.monotonic() + timeout_s
         while True:
             events = list(self.events)
