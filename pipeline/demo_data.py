@@ -7,7 +7,8 @@ SIGKILL (so the coordinator has to expire them), plus a group deleted with Delet
 server itself is killed with SIGKILL and restarted, and its OffsetFetch answers for every group are
 recorded: what the server reloaded from the log it wrote.
 
-    DIR/node-0/            data directory of node 0 (`__consumer_offsets-N/`, `<topic>-<p>/`)
+    DIR/node-0/            data directory of node 0 (`__consumer_offsets-N/`, `<topic>-<p>/`), and
+                           `server-log.jsonl`: the server's JSON log of every run (for `pipeline explain`)
     DIR/node-1/            node 1: independent server, different groups and topics
     DIR/manifest.json      what the clients did and what the server answered (the tests' expectations)
 
@@ -70,8 +71,12 @@ def _admin(bootstrap: str, what: Callable[[KafkaAdminClient], _T], attempts: int
     raise AssertionError("unreachable")
 
 
+SERVER_LOG = "server-log.jsonl"  # in the data directory, where the server ignores it (it reads directories)
+
+
 class Server:
-    """The server as a subprocess on port 0 (the `listening` log event says which port)."""
+    """The server as a subprocess on port 0 (the `listening` log event says which port), its JSON log
+    (stderr) appended to `<data dir>/server-log.jsonl`."""
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
@@ -86,19 +91,24 @@ class Server:
     def start(self) -> Server:
         argv = [sys.executable, "-m", "coordinator_server", "--host", "127.0.0.1", "--port", "0",
                 "--data-dir", str(self.data_dir), "--log-format", "json", *SERVER_FLAGS]
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log_file = open(self.data_dir / SERVER_LOG, "a", encoding="utf-8")  # noqa: SIM115 (the reader closes it)
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
         listening = threading.Event()
 
         def read(proc: subprocess.Popen[str]) -> None:
             assert proc.stderr is not None
-            for line in proc.stderr:
-                self.stderr_tail = [*self.stderr_tail[-50:], line.rstrip()]
-                with contextlib.suppress(ValueError):
-                    event = json.loads(line)
-                    if isinstance(event, dict) and event.get("event") == "listening":
-                        self.port = int(event["port"])
-                        listening.set()
+            with log_file:
+                for line in proc.stderr:
+                    log_file.write(line)
+                    log_file.flush()  # a SIGKILLed server's last lines are on disk too
+                    self.stderr_tail = [*self.stderr_tail[-50:], line.rstrip()]
+                    with contextlib.suppress(ValueError):
+                        event = json.loads(line)
+                        if isinstance(event, dict) and event.get("event") == "listening":
+                            self.port = int(event["port"])
+                            listening.set()
 
         threading.Thread(target=read, args=(self.proc,), daemon=True).start()
         deadline = time.monotonic() + START_TIMEOUT_S
