@@ -133,12 +133,12 @@ class Member:
     """A `pipeline.demo_client` process and the events it reported."""
 
     def __init__(self, server: Server, group: str, topics: Sequence[str], client_id: str,
-                 slow: bool = False) -> None:
+                 slow: bool = False, *client_args: str, session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
         self.group, self.client_id, self.topics = group, client_id, list(topics)
         self.events: list[dict[str, Any]] = []
         self.fate = "running"
         argv = [sys.executable, "-m", "pipeline.demo_client", "--bootstrap", server.bootstrap, "--group", group,
-                "--client-id", client_id, "--session-timeout-ms", str(SESSION_TIMEOUT_MS)]
+                "--client-id", client_id, "--session-timeout-ms", str(session_timeout_ms), *client_args]
         argv += [a for t in topics for a in ("--topic", t)] + (["--slow"] if slow else [])
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -168,6 +168,23 @@ class Member:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.client_id} did not commit: {events[-5:]}")
             time.sleep(0.05)
+
+    def assignments(self) -> list[dict[str, Any]]:
+        return [e for e in list(self.events) if e["event"] == "assigned"]
+
+    def wait_assigned(self, count: int, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Until it was assigned partitions `count` times in all (its count-th SyncGroup); that one."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.assignments()) < count:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(f"{self.client_id} was not assigned {count} times: {self.events[-5:]}")
+            time.sleep(0.05)
+        return self.assignments()[count - 1]
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
 
     def leave(self) -> None:
         """Graceful: the client closes (LeaveGroup) and exits."""
