@@ -334,12 +334,18 @@ def trigger_text(e: Explanation) -> str:
     return e.trigger if e.rebalanced or e.generation == 0 else f"{e.trigger} (no rebalance)"
 
 
-COLUMNS = ("gen", "rebalance started", "trigger", "caused by", "join ms", "waited for", "not consuming ms",
+def _first(*values: int | None) -> int | None:
+    return next((v for v in values if v is not None), None)
+
+
+# "started": the rebalance's start (server log), else when its join completed (segments), else when the
+# record was written (an in-place replacement).
+COLUMNS = ("gen", "started (UTC)", "trigger", "caused by", "join ms", "waited for", "not consuming ms",
            "members (+joined -left ~replaced)")
 
 
 def text_rows(explanations: Sequence[Explanation]) -> list[tuple[str, ...]]:
-    return [(str(e.generation), _time(e.rebalance_start_ms if e.rebalance_start_ms is not None else e.join_completed_ms),
+    return [(str(e.generation), _time(_first(e.rebalance_start_ms, e.join_completed_ms, e.assigned_ms)),
              trigger_text(e), _who(e.trigger_client_id, e.trigger_member_id), _ms(e.join_ms), waited_for(e),
              _ms(e.not_consuming_ms), membership(e)) for e in explanations]
 

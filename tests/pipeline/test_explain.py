@@ -26,6 +26,9 @@ from pipeline.explain import Explanation, waited_for
 
 from .conftest import SPARK_TEST_CONF
 
+# The first test pays for the histories (~40 s on 2 cores, longer beside other suites) and one Spark session.
+pytestmark = pytest.mark.timeout(900)
+
 TOPICS = {"explain-a": 2, "explain-b": 2}
 SESSION_MS = 3000
 REBALANCE_TIMEOUT_ARGS = ("--max-poll-interval-ms", "3000")
