@@ -138,5 +138,6 @@ pipeline-deps: $(PIPELINE_STAMP)
 # $(PIPELINE_DIR)/demo (the logs), $(PIPELINE_DIR)/out (Parquet) and $(PIPELINE_DIR)/out/report/index.html.
 pipeline: pipeline-deps
 	$(VENV)/bin/coordinator-server pipeline demo-data --out $(PIPELINE_DIR)/demo --force
-	$(VENV)/bin/coordinator-server pipeline all $(PIPELINE_DIR)/demo/node-0 $(PIPELINE_DIR)/demo/node-1 --out $(PIPELINE_DIR)/out
+	$(VENV)/bin/coordinator-server pipeline all $(PIPELINE_DIR)/demo/node-0 $(PIPELINE_DIR)/demo/node-1 --out $(PIPELINE_DIR)/out \
+		--server-log '$(PIPELINE_DIR)/demo/node-*/server-log.jsonl'
 	@echo "report: $(PIPELINE_DIR)/out/report/index.html"

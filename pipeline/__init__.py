@@ -6,6 +6,8 @@
   `offset_commits` and `topic_batches` DataFrames;
 * `pipeline.jobs`    — snapshot, rebalances and lag as DataFrame transformations;
 * `pipeline.report`  — the static HTML report with PNG charts;
+* `pipeline.explain` — pure Python: why each generation of a group came about, from its records and the
+  server's JSON log; `pipeline.explain_job` collects those with Spark and writes `explain/generations`;
 * `pipeline.cli`     — `coordinator-server pipeline JOB ...` (also a spark-submit script);
 * `pipeline.demo_data` / `pipeline.demo_client` — a real server driven by real clients, for a log to read.
 

@@ -7,6 +7,8 @@
     coordinator-server pipeline lag        PATH... --out OUT [--min-lag 100]
     coordinator-server pipeline report     PATH... --out OUT [--top 8]
     coordinator-server pipeline all        PATH... --out OUT           (all five, one Spark session)
+    coordinator-server pipeline explain GROUP PATH... [--server-log FILE]... [--out OUT]
+                                               (why each generation of GROUP rebalanced: a table on stdout)
 
 Each PATH is a data directory (one per node), an `__consumer_offsets-N` directory or segment files, on
 any filesystem Spark reads (file:, hdfs:, s3a:, ...), globs allowed. Results are Parquet under
@@ -38,10 +40,14 @@ JOBS = ("decode", "snapshot", "rebalances", "lag", "report", "all")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Spark jobs over the coordinator's log "
                                      "(docs/pipeline.md). `demo-data` writes a history to try them on.")
-    parser.add_argument("job", choices=(*JOBS, "demo-data"))
+    parser.add_argument("job", choices=(*JOBS, "demo-data", "explain"))
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="data directories (one per node), partition directories or segments; any Spark URI")
-    parser.add_argument("--out", required=True, help="output directory (any Spark URI; the report: local)")
+                        help="data directories (one per node), partition directories or segments; any Spark URI "
+                        "(explain: the group first)")
+    parser.add_argument("--out", help="output directory (any Spark URI; the report: local); "
+                        "required except for explain")
+    parser.add_argument("--server-log", action="append", default=[], metavar="FILE",
+                        help="explain, report: the server's JSON log (--log-format json), repeatable, globs allowed")
     parser.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Spark configuration, repeatable")
@@ -85,7 +91,7 @@ def _write(df: DataFrame, out: str, name: str) -> str:
 
 
 def run_job(spark: SparkSession, job: str, paths: Sequence[str], out: str, min_lag: int = 100,
-            top: int = 8, log: CoordinatorLog | None = None) -> dict[str, str]:
+            top: int = 8, log: CoordinatorLog | None = None, server_logs: Sequence[str] = ()) -> dict[str, str]:
     """Run one job (or `all`); returns what it wrote, name -> path."""
     from pipeline import jobs
     from pipeline.reader import read_log
@@ -113,7 +119,7 @@ def run_job(spark: SparkSession, job: str, paths: Sequence[str], out: str, min_l
         from pipeline.report import build_report
 
         report_dir = Path(out.removeprefix("file:")) / "report"
-        written["report"] = str(build_report(log, report_dir, top_n=top, min_lag=min_lag))
+        written["report"] = str(build_report(log, report_dir, top_n=top, min_lag=min_lag, server_logs=server_logs))
     return written
 
 
@@ -123,14 +129,22 @@ def cli(argv: Sequence[str] | None = None) -> int:
         from pipeline import demo_data
 
         return demo_data.cli(args_list[1:])
-    args = build_parser().parse_args(args_list)
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    if args.job == "explain":
+        if len(args.paths) < 2:
+            parser.error("explain wants GROUP PATH...")
+    elif args.out is None:
+        parser.error(f"{args.job} wants --out")
     started = time.monotonic()
     spark = spark_session(args.master, args.conf, f"coordinator-log {args.job}")
     try:
         from pipeline.reader import read_log
 
+        if args.job == "explain":
+            return explain(spark, args.paths[0], args.paths[1:], args.server_log, args.out)
         log = read_log(spark, args.paths)
-        written = run_job(spark, args.job, args.paths, args.out, args.min_lag, args.top, log)
+        written = run_job(spark, args.job, args.paths, args.out, args.min_lag, args.top, log, args.server_log)
         errors = log.errors().count()
     finally:
         spark.stop()
@@ -141,6 +155,23 @@ def cli(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: {errors} damaged batch(es) or undecodable record(s) were skipped; "
               "`coordinator-server dump-log` shows where", file=sys.stderr)
     print(f"{args.job} done in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return 0
+
+
+def explain(spark: SparkSession, group: str, paths: Sequence[str], server_logs: Sequence[str],
+            out: str | None) -> int:
+    """`pipeline explain`: the table on stdout, and explain/generations when --out is given."""
+    from pipeline.explain import format_table
+    from pipeline.explain_job import explain_groups, explanations_frame
+    from pipeline.reader import read_log
+
+    log = read_log(spark, paths, with_topics=False)
+    explanations = explain_groups(spark, log, [group], server_logs)
+    print(format_table(explanations))
+    if out is not None:
+        print(f"explain/generations: {_write(explanations_frame(spark, explanations), out, 'explain/generations')}")
+    if not server_logs:
+        print(f"{PROG}: no --server-log: times and membership changes only, not the causes", file=sys.stderr)
     return 0
 
 

@@ -13,6 +13,8 @@ nothing that was reported:
     {"event": "closed"}                             (after LeaveGroup, on "stop" from stdin)
 
 `--slow` reads a few records per poll and sleeps, so its group falls behind the producer.
+`--group-instance-id` makes it a static member (KIP-345); `--max-poll-interval-ms` is its rebalance
+timeout. A line `subscribe T1,T2` on stdin changes its subscription (it rejoins with new metadata).
 """
 from __future__ import annotations
 
@@ -67,14 +69,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--client-id", required=True)
     parser.add_argument("--session-timeout-ms", type=int, default=3000)
     parser.add_argument("--slow", action="store_true")
+    parser.add_argument("--group-instance-id")
+    parser.add_argument("--max-poll-interval-ms", type=int, default=10000)
     args = parser.parse_args(argv)
 
     stop = threading.Event()
+    resubscribe: list[list[str]] = []  # handed to the polling thread: the consumer is not thread-safe
 
     def read_stdin() -> None:
         for line in sys.stdin:
-            if line.strip() == "stop":
+            command = line.split()
+            if command == ["stop"]:
                 break
+            if command[:1] == ["subscribe"] and len(command) == 2:
+                resubscribe.append(command[1].split(","))
         stop.set()  # "stop" or the parent went away
 
     threading.Thread(target=read_stdin, daemon=True).start()
@@ -84,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         enable_auto_commit=False, auto_offset_reset="earliest",
         session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=300,
         # The rebalance timeout: short, so a rebalance that waits for a member is over in seconds.
-        max_poll_interval_ms=10000, max_poll_records=3 if args.slow else 500, fetch_max_wait_ms=200,
+        max_poll_interval_ms=args.max_poll_interval_ms, max_poll_records=3 if args.slow else 500,
+        fetch_max_wait_ms=200, group_instance_id=args.group_instance_id,
     )
     listener.consumer = consumer
     # Metadata for the topics first: a leader that assigns before its metadata covers a topic assigns
@@ -93,6 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         consumer.partitions_for_topic(topic)
     consumer.subscribe(topics=args.topic, listener=listener)
     while not stop.is_set():
+        if resubscribe:
+            topics = resubscribe.pop(0)
+            for topic in topics:
+                consumer.partitions_for_topic(topic)
+            consumer.subscribe(topics=topics, listener=listener)
         polled = consumer.poll(timeout_ms=200)
         if not polled:
             continue

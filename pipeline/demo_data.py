@@ -7,7 +7,8 @@ SIGKILL (so the coordinator has to expire them), plus a group deleted with Delet
 server itself is killed with SIGKILL and restarted, and its OffsetFetch answers for every group are
 recorded: what the server reloaded from the log it wrote.
 
-    DIR/node-0/            data directory of node 0 (`__consumer_offsets-N/`, `<topic>-<p>/`)
+    DIR/node-0/            data directory of node 0 (`__consumer_offsets-N/`, `<topic>-<p>/`), and
+                           `server-log.jsonl`: the server's JSON log of every run (for `pipeline explain`)
     DIR/node-1/            node 1: independent server, different groups and topics
     DIR/manifest.json      what the clients did and what the server answered (the tests' expectations)
 
@@ -70,8 +71,12 @@ def _admin(bootstrap: str, what: Callable[[KafkaAdminClient], _T], attempts: int
     raise AssertionError("unreachable")
 
 
+SERVER_LOG = "server-log.jsonl"  # in the data directory, where the server ignores it (it reads directories)
+
+
 class Server:
-    """The server as a subprocess on port 0 (the `listening` log event says which port)."""
+    """The server as a subprocess on port 0 (the `listening` log event says which port), its JSON log
+    (stderr) appended to `<data dir>/server-log.jsonl`."""
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
@@ -86,19 +91,24 @@ class Server:
     def start(self) -> Server:
         argv = [sys.executable, "-m", "coordinator_server", "--host", "127.0.0.1", "--port", "0",
                 "--data-dir", str(self.data_dir), "--log-format", "json", *SERVER_FLAGS]
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log_file = open(self.data_dir / SERVER_LOG, "a", encoding="utf-8")  # noqa: SIM115 (the reader closes it)
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
         listening = threading.Event()
 
         def read(proc: subprocess.Popen[str]) -> None:
             assert proc.stderr is not None
-            for line in proc.stderr:
-                self.stderr_tail = [*self.stderr_tail[-50:], line.rstrip()]
-                with contextlib.suppress(ValueError):
-                    event = json.loads(line)
-                    if isinstance(event, dict) and event.get("event") == "listening":
-                        self.port = int(event["port"])
-                        listening.set()
+            with log_file:
+                for line in proc.stderr:
+                    log_file.write(line)
+                    log_file.flush()  # a SIGKILLed server's last lines are on disk too
+                    self.stderr_tail = [*self.stderr_tail[-50:], line.rstrip()]
+                    with contextlib.suppress(ValueError):
+                        event = json.loads(line)
+                        if isinstance(event, dict) and event.get("event") == "listening":
+                            self.port = int(event["port"])
+                            listening.set()
 
         threading.Thread(target=read, args=(self.proc,), daemon=True).start()
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -123,12 +133,12 @@ class Member:
     """A `pipeline.demo_client` process and the events it reported."""
 
     def __init__(self, server: Server, group: str, topics: Sequence[str], client_id: str,
-                 slow: bool = False) -> None:
+                 slow: bool = False, *client_args: str, session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
         self.group, self.client_id, self.topics = group, client_id, list(topics)
         self.events: list[dict[str, Any]] = []
         self.fate = "running"
         argv = [sys.executable, "-m", "pipeline.demo_client", "--bootstrap", server.bootstrap, "--group", group,
-                "--client-id", client_id, "--session-timeout-ms", str(SESSION_TIMEOUT_MS)]
+                "--client-id", client_id, "--session-timeout-ms", str(session_timeout_ms), *client_args]
         argv += [a for t in topics for a in ("--topic", t)] + (["--slow"] if slow else [])
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -160,6 +170,23 @@ class Member:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.client_id} did not commit: {events[-5:]}")
             time.sleep(0.05)
+
+    def assignments(self) -> list[dict[str, Any]]:
+        return [e for e in list(self.events) if e["event"] == "assigned"]
+
+    def wait_assigned(self, count: int, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Until it was assigned partitions `count` times in all (its count-th SyncGroup); that one."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.assignments()) < count:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(f"{self.client_id} was not assigned {count} times: {self.events[-5:]}")
+            time.sleep(0.05)
+        return self.assignments()[count - 1]
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
 
     def leave(self) -> None:
         """Graceful: the client closes (LeaveGroup) and exits."""

@@ -4,6 +4,9 @@
     OUT/report/rebalances.png        rebalances over time (per bucket, all groups; cumulative, top groups)
     OUT/report/lag.png               total lag over time of the groups with the most lag
 
+"Why groups rebalanced" is `pipeline.explain` over the groups that rebalance most: with `--server-log`
+the trigger, the member and who made the join wait; without, the times and membership changes only.
+
 Spark computes every table and series and hands over only small aggregates: the top groups, and the
 series cut into at most `_MAX_POINTS` time buckets per group, so the driver never collects a history.
 matplotlib draws with its Agg backend (files only, no display needed).
@@ -41,7 +44,8 @@ def _bucketed(df: DataFrame, value: str, top: DataFrame) -> DataFrame:
             .select("node", "group", "ts", value).orderBy("node", "group", "ts"))
 
 
-def build_report(log: CoordinatorLog, out_dir: Path, top_n: int = 8, min_lag: int = 100) -> Path:
+def build_report(log: CoordinatorLog, out_dir: Path, top_n: int = 8, min_lag: int = 100,
+                 server_logs: Sequence[str] = ()) -> Path:
     """Compute everything the page shows and write it; returns the index.html path."""
     snap = jobs.snapshot(log)
     reb = jobs.rebalances(log)
@@ -71,6 +75,8 @@ def build_report(log: CoordinatorLog, out_dir: Path, top_n: int = 8, min_lag: in
                                      "member_count", "state_time").orderBy("group").limit(200).toPandas(),
         "offsets": lag.current.orderBy(F.desc("lag")).limit(100).toPandas(),
         "errors": log.errors().limit(50).toPandas(),
+        "explained": _explained(log, [r["group"] for r in top_reb.select("group").distinct().collect()],
+                                server_logs),
     }
     counts = log.records.groupBy("record_type").count().collect()
     summary = {r["record_type"]: r["count"] for r in counts}
@@ -83,6 +89,23 @@ def build_report(log: CoordinatorLog, out_dir: Path, top_n: int = 8, min_lag: in
     index.write_text(_html(nodes, summary, tables), encoding="utf-8")
     return index
 
+
+def _explained(log: CoordinatorLog, groups: Sequence[str], server_logs: Sequence[str]) -> pd.DataFrame:
+    """The latest rebalances of `groups`, explained: the text table's columns, newest first."""
+    import pandas as pd
+
+    from pipeline.explain import COLUMNS, text_rows
+    from pipeline.explain_job import explain_groups
+
+    spark = log.records.sparkSession
+    explanations = [e for e in explain_groups(spark, log, groups, server_logs) if e.generation > 0]
+    explanations.sort(key=lambda e: (e.assigned_ms or e.join_completed_ms or 0), reverse=True)
+    latest = explanations[:_EXPLAINED_ROWS]
+    rows = [(e.group, *row) for e, row in zip(latest, text_rows(latest), strict=True)]
+    return pd.DataFrame(rows, columns=["group", *COLUMNS])
+
+
+_EXPLAINED_ROWS = 40
 
 # --------------------------------------------------------------------------------------------- charts
 
@@ -186,6 +209,13 @@ commits, {summary.get("consumer_group", 0)} KIP-848 consumer group records (not 
 {_table(t["top_rebalancing"], "No rebalances in these logs.")}
 <h3>Latest generations</h3>
 {_table(t["generations"], "No group metadata in these logs.")}
+<h3>Why groups rebalanced</h3>
+<p>The latest rebalances of the groups above: what started each one, the member that caused it, how long
+the join phase took, who it waited for, and how long the group was not consuming
+(<code>coordinator-server pipeline explain GROUP</code> for one group's whole history). Causes come from
+the servers' JSON logs (<code>--server-log</code>); without them only times and membership changes
+are known.</p>
+{_table(t["explained"], "No rebalances in these logs.")}
 
 <h2>Lag</h2>
 <img src="lag.png" alt="Lag over time">

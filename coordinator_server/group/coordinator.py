@@ -75,6 +75,7 @@ from .migration import (
 from .offsets import OffsetManager
 from .partitioner import partition_for
 from .rebalance import GroupEvents, RebalanceMechanics, map_group_write_error
+from .rebalance_trace import RebalanceTrigger
 from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitValue
 from .settings import GroupConfig
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
@@ -238,7 +239,8 @@ class GroupCoordinator(RebalanceMechanics):
             for member in list(group.members.values()):
                 self.complete_and_schedule_next_heartbeat(group, member)
             if group.size() > self.config.group_max_size:
-                self._prepare_rebalance(group, "group_max_size", "group is over group.max.size after loading")
+                self._prepare_rebalance(group, "group_max_size", "group is over group.max.size after loading",
+                                        trigger="group_loaded")
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
         log.debug("partition_loaded", partition=partition, groups=loaded)
@@ -427,7 +429,8 @@ class GroupCoordinator(RebalanceMechanics):
                  reason="only classic protocol members remain")
         for member in classic.members.values():
             self.complete_and_schedule_next_heartbeat(classic, member)
-        self._prepare_rebalance(classic, "leave", f"Downgrade group {classic.group_id} from consumer to classic.")
+        self._prepare_rebalance(classic, "leave", f"Downgrade group {classic.group_id} from consumer to classic.",
+                                trigger="protocol_migration")
         return [record]
 
     def _retire_classic_group(self, group: GroupMetadata, reason: str) -> None:
@@ -583,7 +586,8 @@ class GroupCoordinator(RebalanceMechanics):
             if old_member_id is not None:
                 log.info("static_member_replaced", group_id=group.group_id, group_instance_id=inp.group_instance_id,
                          old_member_id=old_member_id, member_id=new_member_id, generation=group.generation_id,
-                         state=str(group.state))
+                         state=str(group.state), client_id=inp.client_id,
+                         old_client_id=group.get(old_member_id).client_id)
                 self._update_static_member_and_rebalance(group, old_member_id, new_member_id, inp, respond)
             else:
                 self._add_member_and_rebalance(group, new_member_id, inp, respond)
@@ -633,19 +637,24 @@ class GroupCoordinator(RebalanceMechanics):
         member = group.get(member_id)
         state = group.state
         if state is PREPARING_REBALANCE:
-            self._update_member_and_rebalance(group, member, inp, respond, "member rejoining during PreparingRebalance")
+            self._update_member_and_rebalance(group, member, inp, respond, "member rejoining during PreparingRebalance",
+                                              "member_joined")  # no new rebalance: the trigger is unused
         elif state is COMPLETING_REBALANCE:
             if member.matches(inp.protocols):
                 # A retry of a lost JoinGroup response: answer the current generation again.
                 respond(self._current_join_result(group, member_id, include_members=group.is_leader(member_id)))
             else:
-                self._update_member_and_rebalance(group, member, inp, respond, "member metadata changed")
+                self._update_member_and_rebalance(group, member, inp, respond, "member metadata changed",
+                                                  "metadata_changed")
         elif state is STABLE:
             if group.is_leader(member_id):
                 # The leader rejoins to trigger a rebalance for changes the metadata doesn't show.
-                self._update_member_and_rebalance(group, member, inp, respond, "leader rejoined")
+                self._update_member_and_rebalance(
+                    group, member, inp, respond, "leader rejoined",
+                    "leader_rejoined" if member.matches(inp.protocols) else "metadata_changed")
             elif not member.matches(inp.protocols):
-                self._update_member_and_rebalance(group, member, inp, respond, "member metadata changed")
+                self._update_member_and_rebalance(group, member, inp, respond, "member metadata changed",
+                                                  "metadata_changed")
             else:
                 respond(self._current_join_result(group, member_id, include_members=False))
         else:
@@ -669,16 +678,20 @@ class GroupCoordinator(RebalanceMechanics):
         # A new member cannot heartbeat yet and its socket is muted while it waits, so it gets the
         # new-member join timeout instead of its session timeout.
         self._complete_and_schedule_next_expiration(group, member, self.config.new_member_join_timeout_ms)
-        self._maybe_prepare_rebalance(group, "join", f"adding new member {member_id}")
+        self._note_join_arrival(group, member)
+        self._maybe_prepare_rebalance(group, "join", f"adding new member {member_id}", "member_joined", member)
 
     def _update_member_and_rebalance(
-        self, group: GroupMetadata, member: MemberMetadata, inp: JoinGroupInput, respond: JoinCallback, reason: str
+        self, group: GroupMetadata, member: MemberMetadata, inp: JoinGroupInput, respond: JoinCallback, reason: str,
+        trigger: RebalanceTrigger,
     ) -> None:
         self._supersede_parked_join(member)
         group.update_member(member, inp.protocols, inp.rebalance_timeout_ms, inp.session_timeout_ms, respond)
         member.join_api_version = inp.api_version
+        self._note_join_arrival(group, member)
         self._maybe_prepare_rebalance(
-            group, "join", f"{reason} ({member.member_id}); client reason: {inp.reason or 'not provided'}"
+            group, "join", f"{reason} ({member.member_id}); client reason: {inp.reason or 'not provided'}",
+            trigger, member,
         )
 
     def _supersede_parked_join(self, member: MemberMetadata) -> None:
@@ -712,15 +725,17 @@ class GroupCoordinator(RebalanceMechanics):
                 )
             else:
                 self._maybe_prepare_rebalance(
-                    group, "static_replacement", f"static member {new_member_id} rejoined with a protocol change"
+                    group, "static_replacement", f"static member {new_member_id} rejoined with a protocol change",
+                    member=member,
                 )
         elif state is COMPLETING_REBALANCE:
             # The old id may already be in the leader's assignment: only a new rebalance is safe.
             self._maybe_prepare_rebalance(
-                group, "static_replacement", f"static member {new_member_id} rejoined during CompletingRebalance"
+                group, "static_replacement", f"static member {new_member_id} rejoined during CompletingRebalance",
+                member=member,
             )
         elif state is PREPARING_REBALANCE:
-            pass  # it simply waits with the others
+            self._note_join_arrival(group, member)  # it simply waits with the others
         else:
             raise AssertionError(f"static member of group {group.group_id} in state {state}")
 
@@ -848,8 +863,10 @@ class GroupCoordinator(RebalanceMechanics):
                 member.assignment = assignment.get(member.member_id, b"")
             self._propagate_assignment(group, Errors.NONE)
             group.transition_to(STABLE, self.wall_ms)
+            trace, group.rebalance_trace = group.rebalance_trace, None
             log.info("group_stable", group_id=group.group_id, generation=group.generation_id,
-                     reason="leader's assignment is durable")
+                     reason="leader's assignment is durable", leader=group.leader_id, members=group.size(),
+                     **({} if trace is None else trace.on_stable(self.now_ms)), state_time_ms=group.state_timestamp_ms)
             self.events.on_stable(group.group_id, self.now_ms)
 
         self._store_group(group, assignment, on_stored)

@@ -12,6 +12,7 @@ from protocol.errors import Errors
 
 from .api import JoinGroupMember, JoinGroupResult, SyncGroupResult
 from .member import MemberMetadata
+from .rebalance_trace import RebalanceTrace
 from .records import OffsetCommitValue
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, GroupState, assert_valid_transition
 
@@ -32,6 +33,7 @@ class GroupMetadata:
         "previous_state",
         "protocol_name",
         "protocol_type",
+        "rebalance_trace",
         "state",
         "state_timestamp_ms",
         "static_members",
@@ -63,6 +65,8 @@ class GroupMetadata:
         self.pending_offset_commits: dict[tuple[str, int], int] = {}
         # Topics the consumer-protocol members subscribe to; None = unknown, i.e. all of them.
         self.subscribed_topics: set[str] | None = None
+        # Why the current rebalance started and who it waits for, for the log lines only (rebalance_trace.py).
+        self.rebalance_trace: RebalanceTrace | None = None
 
     # -- state ---------------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from . import delayed
 from .api import JoinGroupResult, PendingAppend, SyncGroupResult
 from .group import GroupMetadata
 from .member import MemberMetadata
+from .rebalance_trace import RebalanceTrace, RebalanceTrigger, member_fields
 from .records import CoordinatorRecord, GroupMetadataRecord, GroupMetadataValue, MemberRecord
 from .settings import GroupConfig
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
@@ -53,6 +54,13 @@ RemovalReason = Literal["leave", "session_expiry", "new_member_timeout", "rebala
                         "pending_sync_timeout", "group_max_size"]
 # The removals that go through _remove_member (and may start a rebalance for the same reason).
 _RemoveReason = Literal["leave", "session_expiry", "new_member_timeout", "group_max_size"]
+# The trigger a log line names when the caller does not say more (a JoinGroup says which one it is).
+_TRIGGER_OF: dict[RebalanceReason, RebalanceTrigger] = {
+    "join": "member_joined", "leave": "member_left", "session_expiry": "session_expired",
+    "new_member_timeout": "new_member_timeout", "pending_sync_timeout": "sync_timeout",
+    "static_replacement": "static_member_replaced", "group_max_size": "group_max_size",
+    "storage_error": "storage_error",
+}
 
 
 class GroupEvents:
@@ -110,11 +118,14 @@ class RebalanceMechanics:
     def _can_rebalance(self, group: GroupMetadata) -> bool:
         return group.state in (STABLE, COMPLETING_REBALANCE, EMPTY)
 
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, kind: RebalanceReason, reason: str) -> None:
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, kind: RebalanceReason, reason: str,
+                                 trigger: RebalanceTrigger | None = None, member: MemberMetadata | None = None) -> None:
         if self._can_rebalance(group):
-            self._prepare_rebalance(group, kind, reason)
+            self._prepare_rebalance(group, kind, reason, trigger, member)
 
-    def _prepare_rebalance(self, group: GroupMetadata, kind: RebalanceReason, reason: str) -> None:
+    def _prepare_rebalance(self, group: GroupMetadata, kind: RebalanceReason, reason: str,
+                           trigger: RebalanceTrigger | None = None, member: MemberMetadata | None = None) -> None:
+        """`member` is the one that caused it (joined, left, expired...), named in the log line."""
         if group.is_state(COMPLETING_REBALANCE):
             # Members parked in SyncGroup must rejoin: their assignment belongs to a dead generation.
             self._reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS)
@@ -129,11 +140,25 @@ class RebalanceMechanics:
             )
         else:
             operation = delayed.DelayedJoin(self, group, rebalance_timeout_ms)
+        previous = group.state
         group.transition_to(PREPARING_REBALANCE, self.wall_ms)
+        # Set before the join can complete (at once, below, when every member is already in).
+        trace = RebalanceTrace(trigger or _TRIGGER_OF[kind], self.now_ms, was_empty,
+                               group.rebalance_trace if previous is COMPLETING_REBALANCE else None)
+        group.rebalance_trace = trace
+        if member is not None and member.is_awaiting_join:
+            trace.on_arrival(member, self.now_ms)
         log.info("preparing_rebalance", group_id=group.group_id, generation=group.generation_id,
-                 reason=reason, members=group.size())
+                 reason=reason, members=group.size(), trigger=trace.trigger, **member_fields(member),
+                 previous_state=str(previous), state_time_ms=group.state_timestamp_ms)
         self.events.on_rebalance(group.group_id, kind, self.now_ms)
         self.rebalance_purgatory.try_complete_else_watch(operation, (delayed.join_key(group.group_id),), self.now_ms)
+
+    def _note_join_arrival(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        """A member's JoinGroup is parked in the current join phase (before the phase is checked)."""
+        trace = group.rebalance_trace
+        if trace is not None and group.is_state(PREPARING_REBALANCE) and member.is_awaiting_join:
+            trace.on_arrival(member, self.now_ms)
 
     def try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool:
         if group.has_all_members_joined():
@@ -144,11 +169,14 @@ class RebalanceMechanics:
         log.info("rebalance_timeout", group_id=group.group_id, generation=group.generation_id)
 
     def on_complete_join(self, group: GroupMetadata) -> None:
-        for member in group.not_yet_rejoined_members():
+        not_rejoined = group.not_yet_rejoined_members()
+        pending_members = len(group.pending_members)
+        for member in not_rejoined:
             if member.is_static:
                 continue  # static members are kept: they may come back with the same instance id
-            log.info("member_removed", group_id=group.group_id, member_id=member.member_id,
-                     generation=group.generation_id, reason="did not rejoin before the rebalance timeout")
+            log.info("member_removed", group_id=group.group_id, generation=group.generation_id,
+                     reason="did not rejoin before the rebalance timeout", cause="rebalance_timeout",
+                     **member_fields(member), state=str(group.state))
             group.remove(member.member_id)
             self._remove_heartbeat_for_leaving_member(group, member.member_id)
             self.events.on_member_removed(group.group_id, "rebalance_timeout")
@@ -165,15 +193,21 @@ class RebalanceMechanics:
             )
             return
         group.init_next_generation(self.wall_ms)
+        trace = group.rebalance_trace
+        phase = {} if trace is None else trace.on_join_completed(
+            self.now_ms, [m.member_id for m in not_rejoined], pending_members)
         if group.is_state(EMPTY):
             log.info("group_empty", group_id=group.group_id, generation=group.generation_id,
-                     reason="no members left when the join phase completed")
+                     reason="no members left when the join phase completed", **phase,
+                     state_time_ms=group.state_timestamp_ms)
+            group.rebalance_trace = None
             self.events.on_rebalance_abandoned(group.group_id)
             self._store_group(group, {}, lambda error: None)
             return
         log.info("join_completed", group_id=group.group_id, generation=group.generation_id,
                  protocol=group.protocol_name, leader=group.leader_id, members=group.size(),
-                 reason="every member rejoined or the rebalance timeout passed")
+                 reason="every member rejoined or the rebalance timeout passed", **phase,
+                 state_time_ms=group.state_timestamp_ms)
         for member in list(group.members.values()):
             result = self._current_join_result(group, member.member_id, include_members=group.is_leader(member.member_id))
             group.maybe_invoke_join_callback(member, result)
@@ -230,13 +264,17 @@ class RebalanceMechanics:
         if not group.pending_sync_members:
             return
         laggards = sorted(group.pending_sync_members)
+        first: MemberMetadata | None = None
         for member_id in laggards:
-            log.info("member_removed", group_id=group.group_id, member_id=member_id,
-                     generation=group.generation_id, reason="no SyncGroup before the rebalance timeout")
-            group.remove(member_id)
+            member = group.remove(member_id)
+            first = first or member
+            log.info("member_removed", group_id=group.group_id, generation=group.generation_id,
+                     reason="no SyncGroup before the rebalance timeout", cause="pending_sync_timeout",
+                     member_id=member_id, client_id=member.client_id if member else None,
+                     group_instance_id=member.group_instance_id if member else None, state=str(group.state))
             self._remove_heartbeat_for_leaving_member(group, member_id)
             self.events.on_member_removed(group.group_id, "pending_sync_timeout")
-        self._prepare_rebalance(group, "pending_sync_timeout", f"pending sync expired for {laggards}")
+        self._prepare_rebalance(group, "pending_sync_timeout", f"pending sync expired for {laggards}", member=first)
 
     def complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
         self._complete_and_schedule_next_expiration(group, member, member.session_timeout_ms)
@@ -295,8 +333,8 @@ class RebalanceMechanics:
             self._remove_member(group, member, "session_expiry", "session timeout")
 
     def _remove_member(self, group: GroupMetadata, member: MemberMetadata, kind: _RemoveReason, reason: str) -> None:
-        log.info("member_removed", group_id=group.group_id, member_id=member.member_id,
-                 generation=group.generation_id, reason=reason)
+        log.info("member_removed", group_id=group.group_id, generation=group.generation_id, reason=reason,
+                 cause=kind, **member_fields(member), state=str(group.state))
         # Its parked JoinGroup learns it is out and rejoins from scratch if it is still alive.
         group.maybe_invoke_join_callback(member, JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, member_id=""))
         # A parked SyncGroup would otherwise hold its connection: the member is no longer in the group.
@@ -305,7 +343,7 @@ class RebalanceMechanics:
         self._remove_heartbeat_for_leaving_member(group, member.member_id)
         self.events.on_member_removed(group.group_id, kind)
         if group.state in (STABLE, COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, kind, f"removing member {member.member_id}: {reason}")
+            self._maybe_prepare_rebalance(group, kind, f"removing member {member.member_id}: {reason}", member=member)
         elif group.is_state(PREPARING_REBALANCE):
             self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
 

@@ -63,7 +63,7 @@ def _run_once(shared: Path) -> None:
     seconds["demo_data"] = time.monotonic() - started
     started = time.monotonic()
     argv = ["all", str(shared / "demo" / "node-0"), str(shared / "demo" / "node-1"), "--out", str(shared / "out"),
-            "--master", "local[2]"]
+            "--master", "local[2]", "--server-log", str(shared / "demo" / "node-*" / demo_data.SERVER_LOG)]
     for conf in SPARK_TEST_CONF:
         argv += ["--conf", conf]
     code = cli.cli(argv)

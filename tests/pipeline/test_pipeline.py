@@ -3,6 +3,7 @@ crashed and deleted a group (`pipeline.demo_data`): decoded rows equal what the 
 equals the server's own OffsetFetch answers, and the report renders."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from html.parser import HTMLParser
 from typing import Any
@@ -166,6 +167,17 @@ def test_report_renders(pipeline_run: PipelineRun) -> None:
     for group in ("orders-app", "payments-app", "audit", "billing-app"):
         assert group in text
     assert "0 damaged or undecodable entries" in text
+
+
+def test_report_explains_the_crashed_members_rebalance(pipeline_run: PipelineRun) -> None:
+    # The demo's servers keep their JSON logs (server-log.jsonl) and conftest passes them: the report's
+    # explainer names the killed orders member as the cause of a session-expiry rebalance.
+    page = (pipeline_run.out / "report" / "index.html").read_text(encoding="utf-8")
+    explained = page.split("Why groups rebalanced", 1)[1].split("<h2>", 1)[0]
+    [killed] = [m for m in pipeline_run.nodes["node-0"]["members"] if m["fate"] == "killed"]
+    member_id = [e for e in killed["events"] if e["event"] == "assigned"][-1]["member_id"]
+    rows = re.findall(r"<tr>.*?</tr>", explained, re.DOTALL)
+    assert any("session_expired" in row and member_id in row for row in rows), explained[:3000]
 
 
 def test_timing(pipeline_run: PipelineRun) -> None:
