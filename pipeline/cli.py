@@ -9,6 +9,8 @@
     coordinator-server pipeline all        PATH... --out OUT           (all five, one Spark session)
     coordinator-server pipeline explain GROUP PATH... [--server-log FILE]... [--out OUT]
                                                (why each generation of GROUP rebalanced: a table on stdout)
+    coordinator-server pipeline cluster-run [--workers N] JOB PATH... --out OUT   (on a standalone cluster
+                                                                      started and stopped for the run)
 
 Each PATH is a data directory (one per node), an `__consumer_offsets-N` directory or segment files, on
 any filesystem Spark reads (file:, hdfs:, s3a:, ...), globs allowed. Results are Parquet under
@@ -66,6 +68,10 @@ def spark_session(master: str | None, conf: Sequence[str], app: str) -> SparkSes
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     if master:
         builder = builder.master(master)
+        # Executors run the driver's interpreter unless PYSPARK_PYTHON says otherwise: the one with this
+        # package, on this machine's workers (local[N], a standalone cluster here) or at the same path on a
+        # cluster's (docs/pipeline.md); Spark's default `python3` rarely has the package.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     elif not submitted:
         builder = builder.master("local[*]")
         # Local workers must run this interpreter (the venv with kafka-python and this package), not
@@ -129,6 +135,10 @@ def cli(argv: Sequence[str] | None = None) -> int:
         from pipeline import demo_data
 
         return demo_data.cli(args_list[1:])
+    if args_list[:1] == ["cluster-run"]:
+        from pipeline import cluster_run
+
+        return cluster_run.cli(args_list[1:])
     parser = build_parser()
     args = parser.parse_args(args_list)
     if args.job == "explain":
