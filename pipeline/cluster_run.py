@@ -19,16 +19,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from pipeline import cli as pipeline_cli
 from pipeline import standalone
-from pipeline.cli import PROG
 
-COMMAND = f"{PROG} cluster-run"
+COMMAND = f"{pipeline_cli.PROG} cluster-run"
+LOOPBACK = "127.0.0.1"
 
 
 def build_parser() -> argparse.ArgumentParser:
     # No abbreviations: a prefix of this command's options must not swallow one of the job's.
     parser = argparse.ArgumentParser(prog=COMMAND, allow_abbrev=False, usage=f"{COMMAND} [options] JOB PATH... "
-                                     "--out OUT [job options]", description=__doc__.split("\n\n")[0])
+                                     "--out OUT [job options]", description="Run a pipeline job on a Spark standalone cluster of "
+                                     "this machine, started for the run and stopped after it (docs/pipeline.md).")
     parser.add_argument("--workers", type=int, default=2, help="how many workers (default 2)")
     parser.add_argument("--worker-cores", type=int, default=1, help="cores per worker (default 1)")
     parser.add_argument("--worker-memory", default="1g", help="executor memory per worker (default 1g)")
@@ -37,9 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def job_argv(job: Sequence[str], master_url: str, total_cores: int, worker_memory: str) -> list[str]:
-    """The job's command line with the cluster's master, and defaults the user did not set themselves."""
-    given = {item.partition("=")[0] for flag, item in zip(job, job[1:], strict=False) if flag == "--conf"}
+def job_argv(job: Sequence[str], given_conf: Sequence[str], master_url: str, total_cores: int,
+             worker_memory: str) -> list[str]:
+    """The job's command line with the cluster's master, and the defaults the user did not set."""
+    given = {item.partition("=")[0] for item in given_conf}
     defaults = {
         # An executor takes its whole worker: one per worker, as big as the worker offers.
         "spark.executor.memory": worker_memory,
@@ -61,23 +64,25 @@ def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def cli(argv: Sequence[str]) -> int:
     args, job = build_parser().parse_known_args(list(argv))
-    if not job or job[0] == "demo-data":
-        raise SystemExit(f"{COMMAND}: give a job and its arguments, e.g. `all PATH... --out OUT`")
-    if "--master" in job:
+    # The job's line is checked before any JVM starts: a typo costs no cluster start-up.
+    parsed = pipeline_cli.build_parser().parse_args(job)
+    if parsed.job == "demo-data":
+        raise SystemExit(f"{COMMAND}: demo-data runs no Spark; give a job, e.g. `all PATH... --out OUT`")
+    if parsed.master:
         raise SystemExit(f"{COMMAND}: the master is the cluster this command starts; drop --master")
-    from pipeline import cli as pipeline_cli
-
     # Executors on this machine's workers run this interpreter: the one with this package installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The driver listens where the executors reach it: loopback, like the cluster (not the hostname's address).
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
         with standalone.cluster(workers=args.workers, worker_cores=args.worker_cores,
-                                worker_memory=args.worker_memory, log_dir=args.logs) as running:
+                                worker_memory=args.worker_memory, log_dir=args.logs, host=LOOPBACK) as running:
             print(f"Spark standalone cluster: master {running.master_url} (web UI {running.webui_url}), "
                   f"{args.workers} worker(s) x {args.worker_cores} core(s) / {args.worker_memory}; "
                   f"logs in {running.log_dir}", file=sys.stderr, flush=True)
-            code = pipeline_cli.cli(job_argv(job, running.master_url, args.workers * args.worker_cores,
-                                             args.worker_memory))
+            code = pipeline_cli.cli(job_argv(job, parsed.conf, running.master_url,
+                                             args.workers * args.worker_cores, args.worker_memory))
         print(f"ran on {running.master_url}; the cluster is stopped", file=sys.stderr)
         return code
     finally:
