@@ -123,7 +123,7 @@ clean:
 
 # The Spark data pipeline (docs/pipeline.md): Java 17+ from Debian when no suitable one is on PATH, and
 # the `pipeline` extra (PySpark 4, pandas, pyarrow, matplotlib). Idempotent and quiet once installed.
-.PHONY: pipeline pipeline-deps
+.PHONY: pipeline pipeline-deps pipeline-cluster
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PIPELINE_DIR ?= build/pipeline
 
@@ -141,3 +141,13 @@ pipeline: pipeline-deps
 	$(VENV)/bin/coordinator-server pipeline all $(PIPELINE_DIR)/demo/node-0 $(PIPELINE_DIR)/demo/node-1 --out $(PIPELINE_DIR)/out \
 		--server-log '$(PIPELINE_DIR)/demo/node-*/server-log.jsonl'
 	@echo "report: $(PIPELINE_DIR)/out/report/index.html"
+
+# The same jobs on a Spark standalone cluster of this machine: a master and PIPELINE_WORKERS workers (1 core,
+# 1 GiB each) started from the installed pyspark for the run and stopped after it, also on failure or Ctrl-C
+# (`pipeline cluster-run`, pipeline/standalone.py). The demo data is made first if missing.
+# $(PIPELINE_DIR)/cluster/out (Parquet, report) and $(PIPELINE_DIR)/cluster/logs (master, workers, executors).
+PIPELINE_WORKERS ?= 2
+pipeline-cluster: pipeline-deps
+	@[ -f $(PIPELINE_DIR)/demo/manifest.json ] || $(VENV)/bin/coordinator-server pipeline demo-data --out $(PIPELINE_DIR)/demo --force
+	$(VENV)/bin/coordinator-server pipeline cluster-run --workers $(PIPELINE_WORKERS) --logs $(PIPELINE_DIR)/cluster/logs \
+		all $(PIPELINE_DIR)/demo/node-0 $(PIPELINE_DIR)/demo/node-1 --out $(PIPELINE_DIR)/cluster/out

@@ -85,5 +85,9 @@ def cli(argv: Sequence[str]) -> int:
                                              args.workers * args.worker_cores, args.worker_memory))
         print(f"ran on {running.master_url}; the cluster is stopped", file=sys.stderr)
         return code
+    except KeyboardInterrupt:
+        # Ctrl-C: pyspark cancelled the jobs, the `with` stopped the cluster; no traceback for that.
+        print(f"{COMMAND}: interrupted; the cluster is stopped", file=sys.stderr)
+        return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
