@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import cli, standalone
+from pipeline import cli, cluster_run, standalone
 
 from .conftest import SPARK_TEST_CONF, PipelineRun
 
@@ -197,3 +197,20 @@ def test_cluster_run_stops_its_cluster_on_ctrl_c(pipeline_run: PipelineRun, tmp_
     assert "cluster-run: interrupted; the cluster is stopped" in stderr.read_text(errors="replace")
     assert _master_status(webui) is None
     assert _processes_in(tmp_path / "logs") == []
+
+
+def test_cluster_run_defaults_yield_to_the_users_conf() -> None:
+    job = ["all", "/logs/node-0", "--out", "/out", "--conf", "spark.executor.memory=512m"]
+    argv = cluster_run.job_argv(job, ["spark.executor.memory=512m"], "spark://127.0.0.1:7077", 4, "1g")
+    assert argv[:len(job)] == job
+    parsed = cli.build_parser().parse_args(argv)
+    assert parsed.master == "spark://127.0.0.1:7077"
+    assert parsed.conf == ["spark.executor.memory=512m", "spark.sql.shuffle.partitions=8",
+                           "spark.ui.showConsoleProgress=false"]
+
+
+def test_only_alive_workers_count() -> None:
+    # A worker that died stays listed by the master for a while, as DEAD.
+    status = {"workers": [{"state": "ALIVE"}, {"state": "DEAD"}, {"state": "ALIVE"}]}
+    assert standalone.alive_workers(status) == 2
+    assert standalone.alive_workers({}) == 0
