@@ -148,6 +148,8 @@ pipeline: pipeline-deps
 # $(PIPELINE_DIR)/cluster/out (Parquet, report) and $(PIPELINE_DIR)/cluster/logs (master, workers, executors).
 PIPELINE_WORKERS ?= 2
 pipeline-cluster: pipeline-deps
-	@[ -f $(PIPELINE_DIR)/demo/manifest.json ] || $(VENV)/bin/coordinator-server pipeline demo-data --out $(PIPELINE_DIR)/demo --force
+	@[ -f $(PIPELINE_DIR)/demo/manifest.json ] && [ -f $(PIPELINE_DIR)/demo/node-0/server-log.jsonl ] \
+		|| $(VENV)/bin/coordinator-server pipeline demo-data --out $(PIPELINE_DIR)/demo --force
 	$(VENV)/bin/coordinator-server pipeline cluster-run --workers $(PIPELINE_WORKERS) --logs $(PIPELINE_DIR)/cluster/logs \
-		all $(PIPELINE_DIR)/demo/node-0 $(PIPELINE_DIR)/demo/node-1 --out $(PIPELINE_DIR)/cluster/out
+		all $(PIPELINE_DIR)/demo/node-0 $(PIPELINE_DIR)/demo/node-1 --out $(PIPELINE_DIR)/cluster/out \
+		--server-log '$(PIPELINE_DIR)/demo/node-*/server-log.jsonl'

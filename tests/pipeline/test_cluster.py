@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import cli, cluster_run, standalone
+from pipeline import cli, cluster_run, demo_data, standalone
 
 from .conftest import SPARK_TEST_CONF, PipelineRun
 
@@ -80,6 +80,10 @@ def assert_same_parquet(got: Path, expected: Path) -> None:
             assert value == pytest.approx(want_floats[key], rel=1e-9, nan_ok=True), (got, key, fixed)
 
 
+def _explainer_section(page: Path) -> str:
+    return page.read_text(encoding="utf-8").split("Why groups rebalanced", 1)[1].split("<h2>", 1)[0]
+
+
 def _completed_app(cluster: standalone.StandaloneCluster, name: str) -> dict[str, Any]:
     apps = [a for a in cluster.status()["completedapps"] if a["name"] == name]
     assert len(apps) == 1, cluster.status()["completedapps"]
@@ -112,13 +116,17 @@ def test_jobs_on_a_standalone_cluster_equal_the_local_run(pipeline_run: Pipeline
         # 1. The CLI as the driver, with the cluster's URL as --master: every job.
         out = tmp_path / "master-out"
         _run([str(VENV_BIN / "coordinator-server"), "pipeline", "all", *_node_dirs(pipeline_run),
-              "--out", str(out), "--master", cluster.master_url, *_conf_args()])
+              "--out", str(out), "--master", cluster.master_url, *_conf_args(),
+              "--server-log", str(pipeline_run.demo / "node-*" / demo_data.SERVER_LOG)])
         datasets = _datasets(out)
         assert datasets == _datasets(pipeline_run.out)
         assert len(datasets) == 10
         for name in datasets:
             assert_same_parquet(out / name, pipeline_run.out / name)
-        assert (out / "report" / "index.html").stat().st_size > 0
+        # The report's explainer read the servers' JSON logs on the executors, and explains as the local run did.
+        explained = _explainer_section(out / "report" / "index.html")
+        assert "session_expired" in explained
+        assert explained == _explainer_section(pipeline_run.out / "report" / "index.html")
         app = _completed_app(cluster, "coordinator-log all")
         assert app["cores"] == 2  # one executor on each worker
         # Each worker ran an executor of that application: its work directory has the executor's logs.
