@@ -29,7 +29,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,7 +149,8 @@ def _tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
-def _wait(cluster: StandaloneCluster, ready: Any, what: str, deadline: float) -> dict[str, Any]:
+def _wait(cluster: StandaloneCluster, ready: Callable[[dict[str, Any]], Any], what: str,
+          deadline: float) -> dict[str, Any]:
     """Poll the master's JSON until `ready(status)`; a daemon that exits meanwhile fails the start."""
     while True:
         for daemon in cluster.daemons:
