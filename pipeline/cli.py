@@ -58,17 +58,22 @@ def spark_session(master: str | None, conf: Sequence[str], app: str) -> SparkSes
     # spark-submit starts the Python driver with a gateway to the JVM it launched: its --master and
     # --conf are already in effect and must win, so nothing is defaulted then.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
-    if master:
-        builder = builder.master(master)
-    elif not submitted:
-        builder = builder.master("local[*]")
-        # Local workers must run this interpreter (the venv with kafka-python and this package), not
-        # whatever `python3` is first on PATH. SparkContext reads the variable (the conf key
-        # spark.pyspark.python is only read by spark-submit).
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = builder.config("spark.ui.showConsoleProgress", "false")
+    if not submitted:
+        builder = builder.master(master or "local[*]")
+        if (master or "local").startswith("local"):
+            # Local workers must run this interpreter (the venv with kafka-python and this package), not
+            # whatever `python3` is first on PATH. SparkContext reads the variable (the conf key
+            # spark.pyspark.python is only read by spark-submit).
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # Warnings and errors only, without the start-up noise (pipeline/log4j2.properties); Spark's
+        # progress bar only on a terminal, where it redraws one line (in a log it would be a line a tick).
+        log4j = Path(__file__).with_name("log4j2.properties")
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        builder = builder.config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
         # Spark's 200 shuffle partitions are for clusters; on one machine they are 200 tiny tasks a stage.
         builder = builder.config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 1)))
+    elif master:
+        builder = builder.master(master)
     builder = builder.config("spark.sql.session.timeZone", "UTC")
     for item in conf:
         key, sep, value = item.partition("=")
@@ -124,6 +129,8 @@ def cli(argv: Sequence[str] | None = None) -> int:
 
         return demo_data.cli(args_list[1:])
     args = build_parser().parse_args(args_list)
+    from pipeline.segments import InputError
+
     started = time.monotonic()
     spark = spark_session(args.master, args.conf, f"coordinator-log {args.job}")
     try:
@@ -131,17 +138,33 @@ def cli(argv: Sequence[str] | None = None) -> int:
 
         log = read_log(spark, args.paths)
         written = run_job(spark, args.job, args.paths, args.out, args.min_lag, args.top, log)
-        errors = log.errors().count()
+        summary = _summary(spark, log, written)
+    except InputError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
     finally:
         spark.stop()
     for name, path in written.items():
         print(f"{name}: {path}")
-    if errors:
+    read, damaged, rows = summary
+    if damaged:
         # Damage is reported, not fatal: the jobs ran over everything that did decode.
-        print(f"{PROG}: {errors} damaged batch(es) or undecodable record(s) were skipped; "
+        print(f"{PROG}: {damaged} damaged batch(es) or undecodable record(s) were skipped; "
               "`coordinator-server dump-log` shows where", file=sys.stderr)
-    print(f"{args.job} done in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    print(f"{args.job}: {read:,} records read, {damaged:,} damaged, {rows:,} rows written, "
+          f"{time.monotonic() - started:.1f} s", file=sys.stderr)
     return 0
+
+
+def _summary(spark: SparkSession, log: CoordinatorLog, written: dict[str, str]) -> tuple[int, int, int]:
+    """(records read, damaged entries, rows written): counts over the cached decode and the Parquet
+    footers, no second decode."""
+    from pyspark.sql import functions as F
+
+    read = log.records.filter(F.col("record_type") != "error").count()
+    damaged = log.errors().count()
+    rows = sum(spark.read.parquet(path).count() for name, path in written.items() if name != "report")
+    return read, damaged, rows
 
 
 main = cli

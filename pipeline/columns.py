@@ -1,0 +1,239 @@
+"""`__consumer_offsets` segment bytes -> Arrow record batches, column-wise: what each Spark task runs.
+
+Theory of operation
+-------------------
+An uncompacted `__consumer_offsets` log is nearly all offset commits, and building a kafka-python record
+object and a dict per record, then `RecordBatch.from_pylist`, cost ~20 µs a record. This module does for
+the pipeline what `coordinator_server/storage/replay.py` does for the server's start-up:
+
+1. walks the batches of a byte range itself (`struct` on the header, CRC32C over the batch) and parses the
+   records' framing by hand (varints, the v2 record layout), with no object per record;
+2. decodes each distinct key once (`codec.decode_key`, cached by its bytes);
+3. reads the common OffsetCommitValue (v3, empty metadata: 24 bytes) with one `struct` unpack, any other
+   value with `codec.decode_offset_value`;
+4. keeps an offset commit as one tuple, and turns a chunk of tuples into Arrow columns at once
+   (`zip(*rows)`, one `pa.array` per column); constant and always-null columns are built without a list.
+
+Everything else goes to the generic, row-by-row decoding of `pipeline.decode` (`batch_rows`,
+`offsets_record`) and comes out as the very same rows: batches the hand parser does not take (compressed,
+log-append time, transactional or control, records with headers or any irregular framing), records of
+other types (group metadata, KIP-848 consumer groups, share/streams groups), keys or values that do not
+decode, and damage (a CRC failure is one error row and the batch is skipped; an untrustworthy header is one
+error row and ends the range, as `decode.walk_batches`). tests/unit/test_pipeline_columns.py holds the two
+to the same rows on generated logs, compressed and damaged ones included.
+
+Row order: within each chunk of at most `ROWS_PER_BATCH` rows the offset commits come first, then the
+generic rows. Nothing depends on row order: the jobs order records by (log_partition, offset).
+"""
+from __future__ import annotations
+
+import struct
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from coordinator_server.storage.codec import (
+    OFFSET_COMMIT_KEY,
+    RecordDecodeError,
+    decode_key,
+    decode_offset_value,
+)
+from pipeline import decode
+from pipeline.decode import SegmentPath
+from pipeline.schema import record_arrow_schema
+
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=r"(read_text|open_text|open_binary) is deprecated",
+                            category=DeprecationWarning)
+    from kafka.record.default_records import DefaultRecordBatch
+    from kafka.record.util import calc_crc32c, decode_varint
+
+ROWS_PER_BATCH = 16384  # rows per Arrow batch handed back to Spark: large enough to amortise pa.array
+_HEADER = DefaultRecordBatch.HEADER_STRUCT  # BaseOffset .. RecordsCount, 61 bytes
+_HEADER_SIZE = _HEADER.size
+_LOG_OVERHEAD = 12
+_CRC_FROM = DefaultRecordBatch.ATTRIBUTES_OFFSET  # the CRC covers Attributes to the end of the batch
+# Attributes that send a batch to kafka-python: compression codec, log-append time (a record's timestamp
+# is then the batch's max), transactional, control.
+_SLOW_ATTRIBUTES = 0x07 | 0x08 | 0x10 | 0x20
+_COMMIT_V3 = struct.Struct(">hqihq")  # OffsetCommitValue v3 with empty metadata: version, offset, epoch, 0, ts
+_GENERIC = object()  # key-cache entry: this key's records take the generic path
+
+# The columns an offset commit fills, in the order of the tuples below; every other column is null,
+# except the segment's constants (node, log_partition, segment) and record_type.
+_COMMIT_COLUMNS = ("offset", "position", "timestamp", "group", "topic", "partition", "tombstone",
+                   "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp")
+_COMMIT_INDEX = {name: i for i, name in enumerate(_COMMIT_COLUMNS)}
+_WIDTH = len(_COMMIT_COLUMNS)
+
+Record = tuple[int, int, bytes | None, bytes | None]  # offset, timestamp, key, value
+
+
+def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int | None = None,
+                    rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+    """The rows of `decode.offsets_rows(where, content, start, end)` as Arrow batches of RECORD_SCHEMA.
+
+    `content` is the segment (bytes, or an mmap of the file: only the range's pages are touched);
+    `[start, end)` a range of whole batches, positions as in the segment.
+    """
+    base = decode.segment_base(where)
+    commits: list[Any] = []  # flat: len(_COMMIT_COLUMNS) values per offset commit
+    generic: list[dict[str, Any]] = []
+    keys: dict[bytes, Any] = {}
+    pos, size = start, len(content) if end is None else end
+    while pos < size:
+        problem = decode.header_problem(content, pos, size)
+        if problem is not None:
+            generic.append({**base, "offset": None, "position": pos, "record_type": "error", "error": problem})
+            break
+        (base_offset, length, _epoch, _magic, crc, attrs, _last_delta, first_ts, _max_ts, _pid, _pepoch, _seq,
+         count) = _HEADER.unpack_from(content, pos)
+        batch_end = pos + _LOG_OVERHEAD + length
+        if calc_crc32c(memoryview(content)[pos + _CRC_FROM:batch_end]) != crc:
+            generic.append({**base, "offset": None, "position": pos, "record_type": "error",
+                            "error": f"CRC32C mismatch in the batch at byte {pos}"})
+        else:
+            records = None if attrs & _SLOW_ATTRIBUTES else \
+                _records(content, pos + _HEADER_SIZE, batch_end, base_offset, first_ts, count)
+            if records is None:
+                generic.extend(decode.batch_rows(base, pos, DefaultRecordBatch(content[pos:batch_end])))
+            else:
+                _add(base, pos, records, keys, commits, generic)
+        pos = batch_end
+        if len(commits) // _WIDTH + len(generic) >= rows_per_batch:
+            yield from _flush(base, commits, generic)
+            commits, generic = [], []
+    yield from _flush(base, commits, generic)
+
+
+def _records(buf: Any, pos: int, end: int, base_offset: int, first_ts: int, count: int) -> list[Record] | None:
+    """(offset, timestamp, key, value) of each record in `buf[pos:end]`, or None for anything irregular
+    (headers, a record length that does not match, bytes left over): kafka-python then decides."""
+    out: list[Record] = []
+    append = out.append
+    try:
+        for _ in range(count):
+            b = buf[pos]  # record length: zigzag varint, one or two bytes in practice
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                b = (b & 0x7F) | (buf[pos + 1] << 7)
+                length = (b >> 1) ^ -(b & 1)
+                pos += 2
+            else:
+                length, pos = decode_varint(buf, pos)
+            record_end = pos + length
+            if buf[pos] & 0x80:  # attributes, a varint to kafka-python
+                return None
+            pos += 1
+            b = buf[pos]  # timestamp delta
+            if b < 0x80:
+                ts = first_ts + ((b >> 1) ^ -(b & 1))
+                pos += 1
+            else:
+                delta, pos = decode_varint(buf, pos)
+                ts = first_ts + delta
+            b = buf[pos]  # offset delta
+            if b < 0x80:
+                offset = base_offset + ((b >> 1) ^ -(b & 1))
+                pos += 1
+            else:
+                delta, pos = decode_varint(buf, pos)
+                offset = base_offset + delta
+            b = buf[pos]  # key length
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                klen, pos = decode_varint(buf, pos)
+            key = None
+            if klen >= 0:
+                key = buf[pos:pos + klen]
+                pos += klen
+            b = buf[pos]  # value length
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                vlen, pos = decode_varint(buf, pos)
+            value = None
+            if vlen >= 0:
+                value = buf[pos:pos + vlen]
+                pos += vlen
+            # No headers (a zero count, one byte), and the record ends where its length says.
+            if buf[pos] != 0 or pos + 1 != record_end or record_end > end:
+                return None
+            pos = record_end
+            append((offset, ts, key, value))
+    except (IndexError, ValueError):
+        return None
+    return out if pos == end else None
+
+
+def _add(base: dict[str, Any], pos: int, records: list[Record], keys: dict[bytes, Any],
+         commits: list[Any], generic: list[dict[str, Any]]) -> None:
+    """Offset commits onto the flat `commits` (`_COMMIT_COLUMNS` per record: extending a flat list and
+    slicing it per column is far cheaper than a tuple per record transposed with `zip(*rows)`); every
+    other record as a generic row."""
+    add_commit = commits.extend
+    for offset, ts, key, value in records:
+        k = keys.get(key) if key is not None else _GENERIC  # type: ignore[arg-type]
+        if k is None:
+            k = keys[key] = _commit_key(key)  # type: ignore[index, arg-type]
+        if k is not _GENERIC:
+            group, topic, partition = k
+            if value is None:
+                add_commit((offset, pos, ts, group, topic, partition, True, None, None, None, None, None))
+                continue
+            if len(value) == 24:
+                version, committed, epoch, mlen, commit_ts = _COMMIT_V3.unpack(value)
+                if version == 3 and mlen == 0:
+                    add_commit((offset, pos, ts, group, topic, partition, False, committed, epoch, "", commit_ts,
+                                None))
+                    continue
+            try:
+                v = decode_offset_value(value)
+            except RecordDecodeError:
+                pass  # the generic path makes the error row
+            else:
+                add_commit((offset, pos, ts, group, topic, partition, False, v.offset, v.leader_epoch, v.metadata,
+                            v.commit_timestamp_ms, None if v.expire_timestamp_ms < 0 else v.expire_timestamp_ms))
+                continue
+        row = {**base, "offset": offset, "position": pos, "timestamp": ts}
+        row.update(decode.offsets_record(key, value))
+        generic.append(row)
+
+
+def _commit_key(key: bytes) -> Any:
+    """(group, topic, partition) of an OffsetCommitKey; _GENERIC for any other key, or one that does not
+    decode (the generic path reports it)."""
+    try:
+        k = decode_key(key)
+    except RecordDecodeError:
+        return _GENERIC
+    if isinstance(k, tuple) and k[0] == OFFSET_COMMIT_KEY and k[2] is not None:
+        return (k[1], *k[2])
+    return _GENERIC
+
+
+def _flush(base: dict[str, Any], commits: list[Any],
+           generic: list[dict[str, Any]]) -> Iterator[pa.RecordBatch]:
+    schema = record_arrow_schema()
+    if commits:
+        n = len(commits) // _WIDTH
+        arrays = []
+        for field in schema:
+            i = _COMMIT_INDEX.get(field.name)
+            if i is not None:
+                arrays.append(pa.array(commits[i::_WIDTH], field.type))
+            elif field.name in base or field.name == "record_type":
+                value = base.get(field.name, "offset_commit")
+                arrays.append(pa.repeat(pa.scalar(value, field.type), n))
+            else:
+                arrays.append(pa.nulls(n, field.type))
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+    if generic:
+        yield pa.RecordBatch.from_pylist(generic, schema=schema)
