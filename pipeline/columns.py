@@ -58,7 +58,8 @@ _CRC_FROM = DefaultRecordBatch.ATTRIBUTES_OFFSET  # the CRC covers Attributes to
 # Attributes that send a batch to kafka-python: compression codec, log-append time (a record's timestamp
 # is then the batch's max), transactional, control.
 _SLOW_ATTRIBUTES = 0x07 | 0x08 | 0x10 | 0x20
-_COMMIT_V3 = struct.Struct(">hqihq")  # OffsetCommitValue v3 with empty metadata: version, offset, epoch, 0, ts
+_COMMIT_V3 = struct.Struct(">hqihq")
+_RECORD_HEAD = struct.Struct(">6B")  # length (2 bytes), attributes, timestamp delta, offset delta, key length  # OffsetCommitValue v3 with empty metadata: version, offset, epoch, 0, ts
 _GENERIC = object()  # key-cache entry: this key's records take the generic path
 
 # The columns an offset commit fills, in the order of the tuples below; every other column is null,
@@ -67,9 +68,6 @@ _COMMIT_COLUMNS = ("offset", "position", "timestamp", "group", "topic", "partiti
                    "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp")
 _COMMIT_INDEX = {name: i for i, name in enumerate(_COMMIT_COLUMNS)}
 _WIDTH = len(_COMMIT_COLUMNS)
-
-Record = tuple[int, int, bytes | None, bytes | None]  # offset, timestamp, key, value
-
 
 def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int | None = None,
                     rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
@@ -94,13 +92,9 @@ def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int |
         if calc_crc32c(memoryview(content)[pos + _CRC_FROM:batch_end]) != crc:
             generic.append({**base, "offset": None, "position": pos, "record_type": "error",
                             "error": f"CRC32C mismatch in the batch at byte {pos}"})
-        else:
-            records = None if attrs & _SLOW_ATTRIBUTES else \
-                _records(content, pos + _HEADER_SIZE, batch_end, base_offset, first_ts, count)
-            if records is None:
-                generic.extend(decode.batch_rows(base, pos, DefaultRecordBatch(content[pos:batch_end])))
-            else:
-                _add(base, pos, records, keys, commits, generic)
+        elif attrs & _SLOW_ATTRIBUTES or not _add_batch(content, pos, batch_end, base_offset, first_ts, count,
+                                                        base, keys, commits, generic):
+            generic.extend(decode.batch_rows(base, pos, DefaultRecordBatch(content[pos:batch_end])))
         pos = batch_end
         if len(commits) // _WIDTH + len(generic) >= rows_per_batch:
             yield from _flush(base, commits, generic)
@@ -108,47 +102,33 @@ def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int |
     yield from _flush(base, commits, generic)
 
 
-def _records(buf: Any, pos: int, end: int, base_offset: int, first_ts: int, count: int) -> list[Record] | None:
-    """(offset, timestamp, key, value) of each record in `buf[pos:end]`, or None for anything irregular
-    (headers, a record length that does not match, bytes left over): kafka-python then decides."""
-    out: list[Record] = []
-    append = out.append
+def _add_batch(buf: Any, batch_pos: int, end: int, base_offset: int, first_ts: int, count: int,
+               base: dict[str, Any], keys: dict[bytes, Any], commits: list[Any],
+               generic: list[dict[str, Any]]) -> bool:
+    """Parse the records of the batch at `batch_pos` by hand and add them: an offset commit onto the flat
+    `commits` (`_COMMIT_COLUMNS` per record: extending a flat list and slicing it per column costs far less
+    than a tuple per record transposed with `zip(*rows)`), any other record as a generic row. False, with
+    nothing added, for anything irregular (headers, a record length that does not match, bytes left
+    over): kafka-python then decides, as `decode.batch_rows`."""
+    marks = len(commits), len(generic)
+    add_commit = commits.extend
+    pos = batch_pos + _HEADER_SIZE
     try:
         for _ in range(count):
-            b = buf[pos]  # record length: zigzag varint, one or two bytes in practice
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                b = (b & 0x7F) | (buf[pos + 1] << 7)
-                length = (b >> 1) ^ -(b & 1)
-                pos += 2
+            # The common record: a two-byte length and one-byte attributes, deltas and key length (top bits
+            # clear), read with one unpack; anything else byte by byte below.
+            l0, l1, attributes, ts_delta, offset_delta, kl = _RECORD_HEAD.unpack_from(buf, pos)
+            if l0 & 0x80 and not (l1 | attributes | ts_delta | offset_delta | kl) & 0x80:
+                b = (l0 & 0x7F) | (l1 << 7)
+                record_end = pos + 2 + ((b >> 1) ^ -(b & 1))
+                ts = first_ts + ((ts_delta >> 1) ^ -(ts_delta & 1))
+                offset = base_offset + ((offset_delta >> 1) ^ -(offset_delta & 1))
+                klen = (kl >> 1) ^ -(kl & 1)
+                pos += 6
             else:
-                length, pos = decode_varint(buf, pos)
-            record_end = pos + length
-            if buf[pos] & 0x80:  # attributes, a varint to kafka-python
-                return None
-            pos += 1
-            b = buf[pos]  # timestamp delta
-            if b < 0x80:
-                ts = first_ts + ((b >> 1) ^ -(b & 1))
-                pos += 1
-            else:
-                delta, pos = decode_varint(buf, pos)
-                ts = first_ts + delta
-            b = buf[pos]  # offset delta
-            if b < 0x80:
-                offset = base_offset + ((b >> 1) ^ -(b & 1))
-                pos += 1
-            else:
-                delta, pos = decode_varint(buf, pos)
-                offset = base_offset + delta
-            b = buf[pos]  # key length
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                klen, pos = decode_varint(buf, pos)
+                record_end, ts, offset, klen, pos = _record_head(buf, pos, first_ts, base_offset)
+            if record_end > end:
+                break
             key = None
             if klen >= 0:
                 key = buf[pos:pos + klen]
@@ -159,52 +139,57 @@ def _records(buf: Any, pos: int, end: int, base_offset: int, first_ts: int, coun
                 pos += 1
             else:
                 vlen, pos = decode_varint(buf, pos)
-            value = None
+            value_pos = pos
             if vlen >= 0:
-                value = buf[pos:pos + vlen]
                 pos += vlen
             # No headers (a zero count, one byte), and the record ends where its length says.
-            if buf[pos] != 0 or pos + 1 != record_end or record_end > end:
-                return None
+            if pos + 1 != record_end or buf[pos] != 0:
+                break
             pos = record_end
-            append((offset, ts, key, value))
-    except (IndexError, ValueError):
-        return None
-    return out if pos == end else None
-
-
-def _add(base: dict[str, Any], pos: int, records: list[Record], keys: dict[bytes, Any],
-         commits: list[Any], generic: list[dict[str, Any]]) -> None:
-    """Offset commits onto the flat `commits` (`_COMMIT_COLUMNS` per record: extending a flat list and
-    slicing it per column is far cheaper than a tuple per record transposed with `zip(*rows)`); every
-    other record as a generic row."""
-    add_commit = commits.extend
-    for offset, ts, key, value in records:
-        k = keys.get(key) if key is not None else _GENERIC  # type: ignore[arg-type]
-        if k is None:
-            k = keys[key] = _commit_key(key)  # type: ignore[index, arg-type]
-        if k is not _GENERIC:
-            group, topic, partition = k
-            if value is None:
-                add_commit((offset, pos, ts, group, topic, partition, True, None, None, None, None, None))
-                continue
-            if len(value) == 24:
-                version, committed, epoch, mlen, commit_ts = _COMMIT_V3.unpack(value)
-                if version == 3 and mlen == 0:
-                    add_commit((offset, pos, ts, group, topic, partition, False, committed, epoch, "", commit_ts,
-                                None))
+            k = keys.get(key) if key is not None else _GENERIC  # type: ignore[arg-type]
+            if k is None:
+                k = keys[key] = _commit_key(key)  # type: ignore[index, arg-type]
+            if k is not _GENERIC:
+                if vlen < 0:
+                    add_commit((offset, batch_pos, ts, *k, True, None, None, None, None, None))
                     continue
-            try:
-                v = decode_offset_value(value)
-            except RecordDecodeError:
-                pass  # the generic path makes the error row
-            else:
-                add_commit((offset, pos, ts, group, topic, partition, False, v.offset, v.leader_epoch, v.metadata,
-                            v.commit_timestamp_ms, None if v.expire_timestamp_ms < 0 else v.expire_timestamp_ms))
-                continue
-        row = {**base, "offset": offset, "position": pos, "timestamp": ts}
-        row.update(decode.offsets_record(key, value))
-        generic.append(row)
+                if vlen == 24:  # OffsetCommitValue v3 with empty metadata, the common case: one unpack
+                    version, committed, epoch, mlen, commit_ts = _COMMIT_V3.unpack_from(buf, value_pos)
+                    if version == 3 and mlen == 0:
+                        add_commit((offset, batch_pos, ts, *k, False, committed, epoch, "", commit_ts, None))
+                        continue
+                try:
+                    v = decode_offset_value(buf[value_pos:pos - 1])
+                except RecordDecodeError:
+                    pass  # the generic path makes the error row
+                else:
+                    add_commit((offset, batch_pos, ts, *k, False, v.offset, v.leader_epoch, v.metadata,
+                                v.commit_timestamp_ms,
+                                None if v.expire_timestamp_ms < 0 else v.expire_timestamp_ms))
+                    continue
+            row = {**base, "offset": offset, "position": batch_pos, "timestamp": ts}
+            row.update(decode.offsets_record(key, None if vlen < 0 else buf[value_pos:pos - 1]))
+            generic.append(row)
+        else:
+            if pos == end:
+                return True
+    except (IndexError, ValueError, struct.error):
+        pass
+    del commits[marks[0]:], generic[marks[1]:]
+    return False
+
+
+def _record_head(buf: Any, pos: int, first_ts: int, base_offset: int) -> tuple[int, int, int, int, int]:
+    """(record end, timestamp, offset, key length, position after it) for any varint widths; raises
+    IndexError past the buffer and ValueError for attributes kafka-python would read as a varint."""
+    length, pos = decode_varint(buf, pos)
+    record_end = pos + length
+    if buf[pos] & 0x80:
+        raise ValueError("attributes")
+    ts_delta, pos = decode_varint(buf, pos + 1)
+    offset_delta, pos = decode_varint(buf, pos)
+    klen, pos = decode_varint(buf, pos)
+    return record_end, first_ts + ts_delta, base_offset + offset_delta, klen, pos
 
 
 def _commit_key(key: bytes) -> Any:

@@ -51,7 +51,8 @@ _offset_values = st.one_of(
               st.integers(0, 2**45)),  # v1: an explicit expire timestamp
 )
 _commit = st.builds(lambda g, t, p, v: encode_record(OffsetCommitRecord(g, t, p, v)),
-                    st.sampled_from(["g1", "g2", "ü-group"]), st.sampled_from(["orders", "t"]),
+                    st.sampled_from(["g1", "g2", "ü-group", "a-group-name-long-enough-for-two-byte-record-lengths"]),
+                    st.sampled_from(["orders", "t"]),
                     st.integers(0, 3), _offset_values)
 _group = st.builds(lambda g, gen: encode_record(GroupMetadataRecord(g, GroupMetadataValue(
     "consumer", gen, "range", "m1", 1_700_000_000_000,
