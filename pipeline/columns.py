@@ -68,6 +68,24 @@ _COMMIT_COLUMNS = ("offset", "position", "timestamp", "group", "topic", "partiti
                    "committed_offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp")
 _COMMIT_INDEX = {name: i for i, name in enumerate(_COMMIT_COLUMNS)}
 _WIDTH = len(_COMMIT_COLUMNS)
+# Columns held as indexes into `_Strings.values`: few distinct values, each encoded once per chunk.
+_STRING_COLUMNS = frozenset({"group", "topic", "metadata"})
+
+
+class _Strings:
+    """The distinct strings of a range (groups, topics, metadata) by index: a string column is then one
+    `take` from a small array, not a UTF-8 encoding per row. Index 0 is ""."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = [""]
+        self._index: dict[str, int] = {"": 0}
+
+    def __call__(self, value: str) -> int:
+        i = self._index.get(value)
+        if i is None:
+            i = self._index[value] = len(self.values)
+            self.values.append(value)
+        return i
 
 def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int | None = None,
                     rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
@@ -79,7 +97,8 @@ def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int |
     base = decode.segment_base(where)
     commits: list[Any] = []  # flat: len(_COMMIT_COLUMNS) values per offset commit
     generic: list[dict[str, Any]] = []
-    keys: dict[bytes, Any] = {}
+    keys: dict[bytes, Any] = {}  # key bytes -> (group, topic, partition) as (string index, string index, int)
+    strings = _Strings()
     pos, size = start, len(content) if end is None else end
     while pos < size:
         problem = decode.header_problem(content, pos, size)
@@ -93,17 +112,17 @@ def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int |
             generic.append({**base, "offset": None, "position": pos, "record_type": "error",
                             "error": f"CRC32C mismatch in the batch at byte {pos}"})
         elif attrs & _SLOW_ATTRIBUTES or not _add_batch(content, pos, batch_end, base_offset, first_ts, count,
-                                                        base, keys, commits, generic):
+                                                        base, keys, strings, commits, generic):
             generic.extend(decode.batch_rows(base, pos, DefaultRecordBatch(content[pos:batch_end])))
         pos = batch_end
         if len(commits) // _WIDTH + len(generic) >= rows_per_batch:
-            yield from _flush(base, commits, generic)
+            yield from _flush(base, strings, commits, generic)
             commits, generic = [], []
-    yield from _flush(base, commits, generic)
+    yield from _flush(base, strings, commits, generic)
 
 
 def _add_batch(buf: Any, batch_pos: int, end: int, base_offset: int, first_ts: int, count: int,
-               base: dict[str, Any], keys: dict[bytes, Any], commits: list[Any],
+               base: dict[str, Any], keys: dict[bytes, Any], strings: _Strings, commits: list[Any],
                generic: list[dict[str, Any]]) -> bool:
     """Parse the records of the batch at `batch_pos` by hand and add them: an offset commit onto the flat
     `commits` (`_COMMIT_COLUMNS` per record: extending a flat list and slicing it per column costs far less
@@ -148,7 +167,7 @@ def _add_batch(buf: Any, batch_pos: int, end: int, base_offset: int, first_ts: i
             pos = record_end
             k = keys.get(key) if key is not None else _GENERIC  # type: ignore[arg-type]
             if k is None:
-                k = keys[key] = _commit_key(key)  # type: ignore[index, arg-type]
+                k = keys[key] = _commit_key(key, strings)  # type: ignore[index, arg-type]
             if k is not _GENERIC:
                 if vlen < 0:
                     add_commit((offset, batch_pos, ts, *k, True, None, None, None, None, None))
@@ -156,14 +175,14 @@ def _add_batch(buf: Any, batch_pos: int, end: int, base_offset: int, first_ts: i
                 if vlen == 24:  # OffsetCommitValue v3 with empty metadata, the common case: one unpack
                     version, committed, epoch, mlen, commit_ts = _COMMIT_V3.unpack_from(buf, value_pos)
                     if version == 3 and mlen == 0:
-                        add_commit((offset, batch_pos, ts, *k, False, committed, epoch, "", commit_ts, None))
+                        add_commit((offset, batch_pos, ts, *k, False, committed, epoch, 0, commit_ts, None))
                         continue
                 try:
                     v = decode_offset_value(buf[value_pos:pos - 1])
                 except RecordDecodeError:
                     pass  # the generic path makes the error row
                 else:
-                    add_commit((offset, batch_pos, ts, *k, False, v.offset, v.leader_epoch, v.metadata,
+                    add_commit((offset, batch_pos, ts, *k, False, v.offset, v.leader_epoch, strings(v.metadata),
                                 v.commit_timestamp_ms,
                                 None if v.expire_timestamp_ms < 0 else v.expire_timestamp_ms))
                     continue
@@ -192,7 +211,7 @@ def _record_head(buf: Any, pos: int, first_ts: int, base_offset: int) -> tuple[i
     return record_end, first_ts + ts_delta, base_offset + offset_delta, klen, pos
 
 
-def _commit_key(key: bytes) -> Any:
+def _commit_key(key: bytes, strings: _Strings) -> Any:
     """(group, topic, partition) of an OffsetCommitKey; _GENERIC for any other key, or one that does not
     decode (the generic path reports it)."""
     try:
@@ -200,19 +219,22 @@ def _commit_key(key: bytes) -> Any:
     except RecordDecodeError:
         return _GENERIC
     if isinstance(k, tuple) and k[0] == OFFSET_COMMIT_KEY and k[2] is not None:
-        return (k[1], *k[2])
+        return strings(k[1]), strings(k[2][0]), k[2][1]
     return _GENERIC
 
 
-def _flush(base: dict[str, Any], commits: list[Any],
+def _flush(base: dict[str, Any], strings: _Strings, commits: list[Any],
            generic: list[dict[str, Any]]) -> Iterator[pa.RecordBatch]:
     schema = record_arrow_schema()
     if commits:
         n = len(commits) // _WIDTH
+        table = pa.array(strings.values, pa.string())
         arrays = []
         for field in schema:
             i = _COMMIT_INDEX.get(field.name)
-            if i is not None:
+            if i is not None and field.name in _STRING_COLUMNS:
+                arrays.append(table.take(pa.array(commits[i::_WIDTH], pa.int32())))
+            elif i is not None:
                 arrays.append(pa.array(commits[i::_WIDTH], field.type))
             elif field.name in base or field.name == "record_type":
                 value = base.get(field.name, "offset_commit")
