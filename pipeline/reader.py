@@ -84,7 +84,7 @@ def _read(spark: SparkSession, listed: list[segments.Segment], schema: StructTyp
     conf = spark._jsparkSession.sessionState().conf()  # type: ignore[attr-defined]
     split = spark.conf.get(segments.SPLIT_CONF, "true").lower() != "false"  # type: ignore[union-attr]
     tasks = segments.plan_tasks(listed, spark.sparkContext.defaultParallelism, conf.filesMaxPartitionBytes(),
-                                conf.filesOpenCostInBytes(), split)
+                                split)
     frames = []
     if tasks:
         # One id per task, one task per partition: the ids pick the task's ranges, shipped in the closure.
