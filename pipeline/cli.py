@@ -65,6 +65,9 @@ def spark_session(master: str | None, conf: Sequence[str], app: str) -> SparkSes
             # whatever `python3` is first on PATH. SparkContext reads the variable (the conf key
             # spark.pyspark.python is only read by spark-submit).
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            # In local mode the driver is the only executor and holds the cached decode: Spark's 1 GiB
+            # spills a 20M-record log to disk and took 2.6x as long as with 6 GiB (docs/pipeline.md).
+            builder = builder.config("spark.driver.memory", f"{_local_driver_gib()}g")
         # Warnings and errors only, without the start-up noise (pipeline/log4j2.properties); Spark's
         # progress bar only on a terminal, where it redraws one line (in a log it would be a line a tick).
         log4j = Path(__file__).with_name("log4j2.properties")
@@ -81,6 +84,12 @@ def spark_session(master: str | None, conf: Sequence[str], app: str) -> SparkSes
             raise SystemExit(f"{PROG}: --conf wants KEY=VALUE, got {item!r}")
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _local_driver_gib() -> int:
+    """A quarter of the machine's memory, at least Spark's default of 1 GiB."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1, total // 4 // 2**30)
 
 
 def _write(df: DataFrame, out: str, name: str) -> str:
