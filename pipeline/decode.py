@@ -1,4 +1,6 @@
-"""Segment bytes -> plain rows: what every Spark task of `pipeline.reader` runs, with no Spark in sight.
+"""Segment bytes -> plain rows, the generic way, with no Spark in sight: the topic segments' batch headers,
+and the reference and fallback of `pipeline.columns`, which decodes `__consumer_offsets` in the Spark
+tasks column-wise and hands this module every batch and record it does not take itself.
 
 The format work is all borrowed: kafka-python's `DefaultRecordBatch` walks and CRC-checks the v2 batches,
 `coordinator_server.storage.codec.decode` — the one decoder of `__consumer_offsets`, which the server
@@ -10,7 +12,8 @@ to rows.
 A damaged segment does not fail the job: analytics over a log copied off a crashed node must still run.
 A batch whose CRC fails is reported as one `error` row and skipped (its length is trusted to find the
 next batch, as `dump-log` does); a header that cannot be trusted (bad magic, impossible length, a torn
-tail) ends that file with one `error` row, since there is no trustworthy way to find the next batch.
+tail) ends that file (or byte range, the last of its file) with one `error` row, since there is no
+trustworthy way to find the next batch.
 The jobs drop error rows; the CLI counts them (docs/pipeline.md).
 """
 from __future__ import annotations
