@@ -448,6 +448,15 @@ numbers depend on the machine; the ratios are the point. Nothing here is asserte
 - **End to end**: a kafka-python producer ({res.get('e2e', {}).get('records', 0):,} records of 100 bytes) and
   three kafka-python consumers in one group, each its own process, through the embedded topic store; time
   from the first send to the last record consumed.
+- **Pipeline** (`benchmarks/pipeline.py`): `preload.py` writes {', '.join(f"{log['records']:,}" for log in res.get('pipeline', {}).get('logs', []))}
+  offset commits over 20,000 keys (400 segments); each side runs in a process of its own. *Replay*:
+  `storage.replay.LatestRecords` over every partition's checked batches (what start-up runs), CPU from
+  `getrusage` around it. *Decode*: `pipeline.reader.read_records` to Spark's `noop` sink in `local[*]`,
+  after a tiny job that starts the Python workers and imports the decoder; CPU of the driver's whole
+  process tree (driver, JVM, Python daemon and workers, from /proc) across the job. The ratio is
+  records per CPU second of the decode over the replay's; the target is 0.5x. *Split*: one group's
+  commits in one partition with 1 GiB segments (one segment), decoded with
+  `spark.coordinator.pipeline.splitSegments` on and off; best wall time of two each, interleaved.
 - **KIP-848 consumer groups** (`benchmarks/consumer_groups.py`, in process: the core is synchronous, so its
   cost is CPU): the server-side `uniform` and `range` assignors' time for one assignment against group
   size over one topic of 10,000 partitions — fresh, and sticky after one member joins a settled group —
