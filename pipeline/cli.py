@@ -66,7 +66,7 @@ def spark_session(master: str | None, conf: Sequence[str], app: str) -> SparkSes
             # spark.pyspark.python is only read by spark-submit).
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             # In local mode the driver is the only executor and holds the cached decode: Spark's 1 GiB
-            # spills a 20M-record log to disk and took 2.6x as long as with 6 GiB (docs/pipeline.md).
+            # spills a 20M-record log to disk and took 2.6x as long as with 5 GiB (docs/pipeline.md).
             builder = builder.config("spark.driver.memory", f"{_local_driver_gib()}g")
         # Warnings and errors only, without the start-up noise (pipeline/log4j2.properties); Spark's
         # progress bar only on a terminal, where it redraws one line (in a log it would be a line a tick).
