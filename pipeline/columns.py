@@ -165,7 +165,7 @@ def _add_batch(buf: Any, batch_pos: int, end: int, base_offset: int, first_ts: i
             if pos + 1 != record_end or buf[pos] != 0:
                 break
             pos = record_end
-            k = keys.get(key) if key is not None else _GENERIC  # type: ignore[arg-type]
+            k: Any = keys.get(key) if key is not None else _GENERIC
             if k is None:
                 k = keys[key] = _commit_key(key, strings)  # type: ignore[index, arg-type]
             if k is not _GENERIC:

@@ -37,7 +37,7 @@ import glob
 import itertools
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pipeline.decode import header_problem
 
@@ -91,7 +91,7 @@ def _local_pattern(pattern: str) -> str | None:
 def _hadoop_glob(spark: SparkSession, pattern: str) -> dict[str, int]:
     from py4j.protocol import Py4JJavaError
 
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark._jvm  # a classic session's gateway (docs/pipeline.md#how-segments-are-read)
     try:
         path = jvm.org.apache.hadoop.fs.Path(pattern)
         statuses = path.getFileSystem(spark._jsc.hadoopConfiguration()).globStatus(path)  # type: ignore[attr-defined]
