@@ -15,13 +15,13 @@ segment is shipped from the JVM to Python. A segment anywhere else (`hdfs:`, `s3
 through `binaryFile`, one row per segment, as before: only the JVM has the credentials for those stores.
 
 Splitting. A local segment larger than the split size is cut into ranges of whole batches: the cut points
-come from walking the batch headers (BaseOffset, Length; 61 bytes read per batch, not the records), which
+come from walking the batch headers (through `mmap`, the header of each batch only, not the records), which
 is the walk the decoder makes, so a range ends exactly where the decoder of the whole segment would step
 to the next batch — a CRC-damaged batch keeps its trusted length, and an untrustworthy header stops the
 walk, leaving it and the rest of the file in the last range, where it becomes the same one error row.
 (The sparse `.index` file would give positions without reading the segment, but a stale or torn index is
 possible — the server rebuilds it then — and a wrong cut would change the rows; the header walk cannot be
-wrong, and costs ~2 µs a batch on the driver.)
+wrong, and costs ~0.5 µs a batch on the driver.)
 
 Tasks. Ranges are packed into tasks as Spark packs file splits (`FilePartition`: largest first, next
 fit, each range also counted with an open cost), aiming at `TASKS_PER_CORE` tasks per core of the same
@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import glob
 import itertools
+import mmap
 import os
+import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -48,7 +50,7 @@ SPLIT_CONF = "spark.coordinator.pipeline.splitSegments"
 TASKS_PER_CORE = 2
 LOCAL_OPEN_COST = 64 << 10
 _LOG_OVERHEAD = 12
-_HEADER_SIZE = 61
+_LENGTH = struct.Struct(">i")
 
 
 class Segment(NamedTuple):
@@ -120,19 +122,16 @@ def batch_cuts(path: str, size: int, every: int) -> list[int]:
     """Batch start positions, about `every` bytes apart, at which `path` can be cut (0 excluded)."""
     cuts: list[int] = []
     pos, last = 0, 0
-    fd = os.open(path, os.O_RDONLY)
-    try:
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as content:
+        size = min(size, len(content))
         while pos < size:
-            head = os.pread(fd, _HEADER_SIZE, pos)
             # The decoder's own check, so the walk stops exactly where the decoder's would.
-            if header_problem(head, 0, size - pos) is not None:
+            if header_problem(content, pos, size) is not None:
                 break
             if pos - last >= every:
                 cuts.append(pos)
                 last = pos
-            pos += _LOG_OVERHEAD + int.from_bytes(head[8:12], "big", signed=True)
-    finally:
-        os.close(fd)
+            pos += _LOG_OVERHEAD + _LENGTH.unpack_from(content, pos + 8)[0]
     return cuts
 
 
