@@ -3,24 +3,28 @@
 Theory of operation
 -------------------
 An uncompacted `__consumer_offsets` log is nearly all offset commits, and building a kafka-python record
-object and a dict per record, then `RecordBatch.from_pylist`, cost ~20 µs a record. This module does for
-the pipeline what `coordinator_server/storage/replay.py` does for the server's start-up:
+object and a dict per record, then `RecordBatch.from_pylist`, took ~7 µs a record in Python alone (a 2M-commit
+job used 22 CPU-s in all). This module does for the pipeline what `coordinator_server/storage/replay.py`
+does for the server's start-up:
 
 1. walks the batches of a byte range itself (`struct` on the header, CRC32C over the batch) and parses the
    records' framing by hand (varints, the v2 record layout), with no object per record;
 2. decodes each distinct key once (`codec.decode_key`, cached by its bytes);
 3. reads the common OffsetCommitValue (v3, empty metadata: 24 bytes) with one `struct` unpack, any other
    value with `codec.decode_offset_value`;
-4. keeps an offset commit as one tuple, and turns a chunk of tuples into Arrow columns at once
-   (`zip(*rows)`, one `pa.array` per column); constant and always-null columns are built without a list.
+4. keeps an offset commit as a run of values in one flat list (group, topic and metadata as indexes into
+   the range's distinct strings), and turns a chunk into Arrow columns at once: a strided slice and one
+   `pa.array` per column, one `take` per string column; constant and always-null columns need no list.
+   (A tuple per record transposed with `zip(*rows)` cost more than all the parsing.)
 
 Everything else goes to the generic, row-by-row decoding of `pipeline.decode` (`batch_rows`,
 `offsets_record`) and comes out as the very same rows: batches the hand parser does not take (compressed,
 log-append time, transactional or control, records with headers or any irregular framing), records of
 other types (group metadata, KIP-848 consumer groups, share/streams groups), keys or values that do not
 decode, and damage (a CRC failure is one error row and the batch is skipped; an untrustworthy header is one
-error row and ends the range, as `decode.walk_batches`). tests/unit/test_pipeline_columns.py holds the two
-to the same rows on generated logs, compressed and damaged ones included.
+error row and ends the range, as `decode.walk_batches`). tests/pipeline/test_columns.py holds the two to
+the same rows on generated logs, compressed and damaged ones included. Measured on a 2M-commit log, one
+core: ~750,000-890,000 records per CPU second here, ~140,000 through `pipeline.decode`.
 
 Row order: within each chunk of at most `ROWS_PER_BATCH` rows the offset commits come first, then the
 generic rows. Nothing depends on row order: the jobs order records by (log_partition, offset).
@@ -58,8 +62,8 @@ _CRC_FROM = DefaultRecordBatch.ATTRIBUTES_OFFSET  # the CRC covers Attributes to
 # Attributes that send a batch to kafka-python: compression codec, log-append time (a record's timestamp
 # is then the batch's max), transactional, control.
 _SLOW_ATTRIBUTES = 0x07 | 0x08 | 0x10 | 0x20
-_COMMIT_V3 = struct.Struct(">hqihq")
-_RECORD_HEAD = struct.Struct(">6B")  # length (2 bytes), attributes, timestamp delta, offset delta, key length  # OffsetCommitValue v3 with empty metadata: version, offset, epoch, 0, ts
+_COMMIT_V3 = struct.Struct(">hqihq")  # OffsetCommitValue v3 with empty metadata: version, offset, epoch, 0, ts
+_RECORD_HEAD = struct.Struct(">6B")  # length (2 bytes), attributes, timestamp delta, offset delta, key length
 _GENERIC = object()  # key-cache entry: this key's records take the generic path
 
 # The columns an offset commit fills, in the order of the tuples below; every other column is null,
@@ -86,6 +90,7 @@ class _Strings:
             i = self._index[value] = len(self.values)
             self.values.append(value)
         return i
+
 
 def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int | None = None,
                     rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
