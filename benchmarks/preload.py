@@ -7,7 +7,7 @@ are patched at a fixed position. The log is written with `storage.log.PartitionL
 `storage.batch.build_batch`, each group on the partition `group.partitioner.partition_for` picks.
 
     python -m benchmarks.preload members DATA_DIR GROUPS MEMBERS_PER_GROUP SESSION_MS
-    python -m benchmarks.preload commits DATA_DIR RECORDS KEYS
+    python -m benchmarks.preload commits DATA_DIR RECORDS KEYS [SEGMENT_BYTES]
 """
 from __future__ import annotations
 
@@ -104,10 +104,12 @@ def write_members(data_dir: Path, groups: int, members_per_group: int, session_m
     return {"seconds": time.perf_counter() - started, "bytes": size}
 
 
-def write_commits(data_dir: Path, records: int, keys: int, records_per_batch: int = 10) -> dict[str, float]:
+def write_commits(data_dir: Path, records: int, keys: int, segment_bytes: int = 0,
+                  records_per_batch: int = 10) -> dict[str, float]:
     """`records` offset commits cycling over `keys` keys (100 partitions of a topic per group), written as
     batches of `records_per_batch` (a consumer committing several partitions at once). Segments are sized
-    so each partition has about eight: all but the active one are sealed, which the cleaner compacts."""
+    so each partition has about eight: all but the active one are sealed, which the cleaner compacts;
+    `segment_bytes` sets their size instead (the pipeline bench writes one large segment)."""
     started = time.perf_counter()
     partitions_per_group = 100
     groups = max(1, keys // partitions_per_group)
@@ -117,7 +119,7 @@ def write_commits(data_dir: Path, records: int, keys: int, records_per_batch: in
     _, value_t = encode_record(OffsetCommitRecord("g", TOPIC, 0, value))
     assert value_t is not None
     offset_pos = value_t.find(bytes(range(1, 9)))
-    logs = _create(data_dir, max(1 << 16, records * 80 // PARTITIONS // 8))
+    logs = _create(data_dir, segment_bytes or max(1 << 16, records * 80 // PARTITIONS // 8))
     # Batch i holds keys [i*r, (i+1)*r) of its group: key k = (group k // 100, partition k % 100).
     distinct: dict[int, list[bytes]] = {}
     per_group_batches = partitions_per_group // records_per_batch

@@ -2,6 +2,11 @@
 docs/performance.md and the rebalance plot.
 
     python -m benchmarks.run [--quick] [--only NAME ...] [--profile] [--recovery-records N] [--no-render]
+                             [--merge-into RESULTS.json]
+
+`--only NAME ... --merge-into RESULTS.json` measures those scenarios alone and writes RESULTS with them
+replaced (a new results file; docs/performance.md names the later run): one scenario can be re-measured
+without a whole `make bench`.
 """
 from __future__ import annotations
 
@@ -17,10 +22,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import cluster, consumer_groups, render, scenarios
+from . import cluster, consumer_groups, pipeline, render, scenarios
 from .procs import ROOT
 
-SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "consumer", "cluster"]
+SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "consumer", "cluster", "pipeline"]
 
 
 def machine() -> dict[str, Any]:
@@ -104,10 +109,26 @@ def run(quick: bool, only: list[str], profile: bool, recovery_records: int | Non
             print(f"[bench] cluster failed: {e!r}", file=sys.stderr, flush=True)
             res["cluster"] = {"error": repr(e)[-2000:]}
         _done("cluster", timings)
+    if step("pipeline"):
+        res["pipeline"] = pipeline.run(quick, work)
+        _done("pipeline", timings)
     if profile and not quick:
         res["profiles"] = profiles(scale, work, empty["rss_bytes"])
     res["scenario_seconds"] = timings
     return res
+
+
+def merge(earlier: dict[str, Any], later: dict[str, Any], only: list[str]) -> dict[str, Any]:
+    """`earlier` with the scenarios of `later` (an `--only` run) in place of its own, and a note of it."""
+    if not only:
+        raise SystemExit("--merge-into needs --only: a full run replaces everything")
+    merged = dict(earlier)
+    for name in only:
+        merged[name] = later.get(name)
+    merged["merged"] = [*earlier.get("merged", []), {
+        "scenarios": only, "date": later["date"], "git": later["machine"]["git"],
+        "total_seconds": later["total_seconds"], "machine": later["machine"]}]
+    return merged
 
 
 def _done(name: str, timings: dict[str, float]) -> None:
@@ -144,11 +165,15 @@ def main() -> None:
     ap.add_argument("--recovery-records", type=int, default=None)
     ap.add_argument("--no-render", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--merge-into", type=Path, default=None,
+                    help="with --only: the earlier results these scenarios replace (docstring)")
     args = ap.parse_args()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-", dir="/var/tmp") as tmp:
         res = run(args.quick, args.only, args.profile, args.recovery_records, Path(tmp))
     res["total_seconds"] = round(time.perf_counter() - started, 1)
+    if args.merge_into:
+        res = merge(json.loads(args.merge_into.read_text()), res, args.only)
     res["figures"] = render.figures(res)
     day = dt.date.today().isoformat()
     out = args.out or ROOT / "benchmarks" / "results" / f"{day}{'-quick' if args.quick else ''}.json"

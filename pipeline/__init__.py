@@ -1,9 +1,13 @@
 """Analytics over the coordinator's log with Apache Spark (docs/pipeline.md).
 
-* `pipeline.decode`  — pure Python: segment bytes -> rows (no Spark import, so it is unit-testable and is
-  what each Spark task runs);
-* `pipeline.reader`  — the Spark reader: `binaryFile` + `mapInArrow` into the typed `group_metadata`,
-  `offset_commits` and `topic_batches` DataFrames;
+* `pipeline.columns` — what each Spark task runs: `__consumer_offsets` bytes -> Arrow batches, column-wise,
+  parsed by hand as the server's replay does;
+* `pipeline.decode`  — pure Python: segment bytes -> rows the generic way (kafka-python's batches), the
+  fallback and reference of `columns`, and the topic segments' batch headers (no Spark import);
+* `pipeline.schema`  — the row schemas, shared by the driver and the workers;
+* `pipeline.segments` — on the driver: listing the segments and cutting them into tasks of byte ranges;
+* `pipeline.reader`  — the Spark reader: planned ranges (or `binaryFile` off the local filesystem) +
+  `mapInArrow` into the typed `group_metadata`, `offset_commits` and `topic_batches` DataFrames;
 * `pipeline.jobs`    — snapshot, rebalances and lag as DataFrame transformations;
 * `pipeline.report`  — the static HTML report with PNG charts;
 * `pipeline.explain` — pure Python: why each generation of a group came about, from its records and the

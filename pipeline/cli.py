@@ -66,21 +66,26 @@ def spark_session(master: str | None, conf: Sequence[str], app: str) -> SparkSes
     # spark-submit starts the Python driver with a gateway to the JVM it launched: its --master and
     # --conf are already in effect and must win, so nothing is defaulted then.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
-    if master:
-        builder = builder.master(master)
+    if not submitted:
+        builder = builder.master(master or "local[*]")
         # Executors run the driver's interpreter unless PYSPARK_PYTHON says otherwise: the one with this
         # package, on this machine's workers (local[N], a standalone cluster here) or at the same path on a
-        # cluster's (docs/pipeline.md); Spark's default `python3` rarely has the package.
+        # cluster's (docs/pipeline.md); Spark's default `python3` rarely has the package. SparkContext
+        # reads the variable (the conf key spark.pyspark.python is only read by spark-submit).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    elif not submitted:
-        builder = builder.master("local[*]")
-        # Local workers must run this interpreter (the venv with kafka-python and this package), not
-        # whatever `python3` is first on PATH. SparkContext reads the variable (the conf key
-        # spark.pyspark.python is only read by spark-submit).
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = builder.config("spark.ui.showConsoleProgress", "false")
+        if (master or "local").startswith("local"):
+            # In local mode the driver is the only executor and holds the cached decode: Spark's 1 GiB
+            # spills a 20M-record log to disk and took 2.6x as long as with 5 GiB (docs/pipeline.md).
+            builder = builder.config("spark.driver.memory", f"{_local_driver_gib()}g")
+        # Warnings and errors only, without the start-up noise (pipeline/log4j2.properties); Spark's
+        # progress bar only on a terminal, where it redraws one line (in a log it would be a line a tick).
+        log4j = Path(__file__).with_name("log4j2.properties")
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        builder = builder.config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
         # Spark's 200 shuffle partitions are for clusters; on one machine they are 200 tiny tasks a stage.
         builder = builder.config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 1)))
+    elif master:
+        builder = builder.master(master)
     builder = builder.config("spark.sql.session.timeZone", "UTC")
     for item in conf:
         key, sep, value = item.partition("=")
@@ -88,6 +93,12 @@ def spark_session(master: str | None, conf: Sequence[str], app: str) -> SparkSes
             raise SystemExit(f"{PROG}: --conf wants KEY=VALUE, got {item!r}")
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _local_driver_gib() -> int:
+    """A quarter of the machine's memory, at least Spark's default of 1 GiB."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1, total // 4 // 2**30)
 
 
 def _write(df: DataFrame, out: str, name: str) -> str:
@@ -146,6 +157,8 @@ def cli(argv: Sequence[str] | None = None) -> int:
             parser.error("explain wants GROUP PATH...")
     elif args.out is None:
         parser.error(f"{args.job} wants --out")
+    from pipeline.segments import InputError
+
     started = time.monotonic()
     spark = spark_session(args.master, args.conf, f"coordinator-log {args.job}")
     try:
@@ -155,16 +168,21 @@ def cli(argv: Sequence[str] | None = None) -> int:
             return explain(spark, args.paths[0], args.paths[1:], args.server_log, args.out)
         log = read_log(spark, args.paths)
         written = run_job(spark, args.job, args.paths, args.out, args.min_lag, args.top, log, args.server_log)
-        errors = log.errors().count()
+        summary = _summary(spark, log, written)
+    except InputError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
     finally:
         spark.stop()
     for name, path in written.items():
         print(f"{name}: {path}")
-    if errors:
+    read, damaged, rows = summary
+    if damaged:
         # Damage is reported, not fatal: the jobs ran over everything that did decode.
-        print(f"{PROG}: {errors} damaged batch(es) or undecodable record(s) were skipped; "
+        print(f"{PROG}: {damaged} damaged batch(es) or undecodable record(s) were skipped; "
               "`coordinator-server dump-log` shows where", file=sys.stderr)
-    print(f"{args.job} done in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    print(f"{args.job}: {read:,} records read, {damaged:,} damaged, {rows:,} rows written, "
+          f"{time.monotonic() - started:.1f} s", file=sys.stderr)
     return 0
 
 
@@ -183,6 +201,17 @@ def explain(spark: SparkSession, group: str, paths: Sequence[str], server_logs: 
     if not server_logs:
         print(f"{PROG}: no --server-log: times and membership changes only, not the causes", file=sys.stderr)
     return 0
+
+
+def _summary(spark: SparkSession, log: CoordinatorLog, written: dict[str, str]) -> tuple[int, int, int]:
+    """(records read, damaged entries, rows written): counts over the cached decode and the Parquet
+    footers, no second decode."""
+    from pyspark.sql import functions as F
+
+    read = log.records.filter(F.col("record_type") != "error").count()
+    damaged = log.errors().count()
+    rows = sum(spark.read.parquet(path).count() for name, path in written.items() if name != "report")
+    return read, damaged, rows
 
 
 main = cli

@@ -1,4 +1,6 @@
-"""Segment bytes -> plain rows: what every Spark task of `pipeline.reader` runs, with no Spark in sight.
+"""Segment bytes -> plain rows, the generic way, with no Spark in sight: the topic segments' batch headers,
+and the reference and fallback of `pipeline.columns`, which decodes `__consumer_offsets` in the Spark
+tasks column-wise and hands this module every batch and record it does not take itself.
 
 The format work is all borrowed: kafka-python's `DefaultRecordBatch` walks and CRC-checks the v2 batches,
 `coordinator_server.storage.codec.decode` — the one decoder of `__consumer_offsets`, which the server
@@ -10,7 +12,8 @@ to rows.
 A damaged segment does not fail the job: analytics over a log copied off a crashed node must still run.
 A batch whose CRC fails is reported as one `error` row and skipped (its length is trusted to find the
 next batch, as `dump-log` does); a header that cannot be trusted (bad magic, impossible length, a torn
-tail) ends that file with one `error` row, since there is no trustworthy way to find the next batch.
+tail) ends that file (or byte range, the last of its file) with one `error` row, since there is no
+trustworthy way to find the next batch.
 The jobs drop error rows; the CLI counts them (docs/pipeline.md).
 """
 from __future__ import annotations
@@ -75,24 +78,30 @@ def parse_segment_path(path: str) -> SegmentPath | None:
 # ----------------------------------------------------------------------------------------- batches
 
 
-def walk_batches(content: bytes) -> Iterator[tuple[int, DefaultRecordBatch | None, str | None]]:
-    """(position, batch, None) per good batch, (position, None, error) per bad one; a bad header ends it."""
-    pos, size = 0, len(content)
+def walk_batches(content: bytes, start: int = 0, end: int | None = None,
+                 ) -> Iterator[tuple[int, DefaultRecordBatch | None, str | None]]:
+    """(position, batch, None) per good batch, (position, None, error) per bad one; a bad header ends it.
+
+    `[start, end)` is a byte range of whole batches (`pipeline.segments` cuts a large segment into
+    ranges at batch boundaries); positions stay those in the segment, and the range's end is where a
+    header is checked against, so the last range of a segment reports a torn tail as the whole would.
+    """
+    pos, size = start, len(content) if end is None else end
     while pos < size:
-        problem = _header_problem(content, pos, size)
+        problem = header_problem(content, pos, size)
         if problem is not None:
             yield pos, None, problem
             return
-        end = pos + _LOG_OVERHEAD + _LENGTH.unpack_from(content, pos + 8)[0]
-        batch = DefaultRecordBatch(content[pos:end])
+        batch_end = pos + _LOG_OVERHEAD + _LENGTH.unpack_from(content, pos + 8)[0]
+        batch = DefaultRecordBatch(content[pos:batch_end])
         if batch.validate_crc():
             yield pos, batch, None
         else:
             yield pos, None, f"CRC32C mismatch in the batch at byte {pos}"
-        pos = end
+        pos = batch_end
 
 
-def _header_problem(content: bytes, pos: int, size: int) -> str | None:
+def header_problem(content: bytes, pos: int, size: int) -> str | None:
     left = size - pos
     if left < _HEADER_SIZE:
         return f"{left} trailing bytes at byte {pos}, less than a batch header: a torn write?"
@@ -108,31 +117,44 @@ def _header_problem(content: bytes, pos: int, size: int) -> str | None:
 # ------------------------------------------------------------------------------ __consumer_offsets
 
 
-def offsets_rows(where: SegmentPath, content: bytes) -> Iterator[dict[str, Any]]:
-    """One row per record of a `__consumer_offsets` segment (see `reader.RECORD_SCHEMA`)."""
-    base = {"node": where.node, "log_partition": where.partition, "segment": where.base_offset}
-    for pos, batch, error in walk_batches(content):
+def offsets_rows(where: SegmentPath, content: bytes, start: int = 0, end: int | None = None,
+                 ) -> Iterator[dict[str, Any]]:
+    """One row per record of a `__consumer_offsets` segment (see `reader.RECORD_SCHEMA`): the generic
+    decoding, row by row. The Spark tasks run `pipeline.columns`, which gives the same rows column-wise
+    and falls back to `batch_rows` for any batch it does not take."""
+    base = segment_base(where)
+    for pos, batch, error in walk_batches(content, start, end):
         if batch is None:
             yield {**base, "offset": None, "position": pos, "record_type": "error", "error": error}
-            continue
-        if batch.is_control_batch or batch.is_transactional:
-            # The server never writes these and skips nothing silently; neither do we.
-            yield {**base, "offset": batch.base_offset, "position": pos, "record_type": "error",
-                   "error": "transactional or control batch, not read"}
-            continue
-        try:
-            records = [(r.offset, r.timestamp, r.key, r.value) for r in batch]
-        except Exception as e:  # kafka-python's record parser or a decompressor: damage to report
-            yield {**base, "offset": batch.base_offset, "position": pos, "record_type": "error",
-                   "error": f"records do not parse: {type(e).__name__}: {e}"}
-            continue
-        for offset, timestamp, key, value in records:
-            row = {**base, "offset": offset, "position": pos, "timestamp": timestamp}
-            row.update(_offsets_record(key, value))
-            yield row
+        else:
+            yield from batch_rows(base, pos, batch)
 
 
-def _offsets_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
+def segment_base(where: SegmentPath) -> dict[str, Any]:
+    """The columns every row of a segment shares."""
+    return {"node": where.node, "log_partition": where.partition, "segment": where.base_offset}
+
+
+def batch_rows(base: dict[str, Any], pos: int, batch: DefaultRecordBatch) -> Iterator[dict[str, Any]]:
+    """The rows of one CRC-checked batch at byte `pos`, through kafka-python's record parser."""
+    if batch.is_control_batch or batch.is_transactional:
+        # The server never writes these and skips nothing silently; neither do we.
+        yield {**base, "offset": batch.base_offset, "position": pos, "record_type": "error",
+               "error": "transactional or control batch, not read"}
+        return
+    try:
+        records = [(r.offset, r.timestamp, r.key, r.value) for r in batch]
+    except Exception as e:  # kafka-python's record parser or a decompressor: damage to report
+        yield {**base, "offset": batch.base_offset, "position": pos, "record_type": "error",
+               "error": f"records do not parse: {type(e).__name__}: {e}"}
+        return
+    for offset, timestamp, key, value in records:
+        row = {**base, "offset": offset, "position": pos, "timestamp": timestamp}
+        row.update(offsets_record(key, value))
+        yield row
+
+
+def offsets_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
     match decode_or_error(key, value):
         case RecordDecodeError() as e:
             return {"record_type": "error", "error": str(e)}
@@ -247,11 +269,12 @@ def _consumer_protocol(subscription: bytes, assignment: bytes) -> tuple[Any, Any
 # ---------------------------------------------------------------------------------------- topics
 
 
-def topic_batch_rows(where: SegmentPath, content: bytes) -> Iterator[dict[str, Any]]:
+def topic_batch_rows(where: SegmentPath, content: bytes, start: int = 0, end: int | None = None,
+                     ) -> Iterator[dict[str, Any]]:
     """One row per batch header of a topic segment: enough for log-end offsets over time, and no record is
     parsed (topic data can be large and the jobs need none of it)."""
     base = {"node": where.node, "topic": where.topic, "partition": where.partition}
-    for pos, batch, error in walk_batches(content):
+    for pos, batch, error in walk_batches(content, start, end):
         if batch is None:
             yield {**base, "position": pos, "error": error}
             continue

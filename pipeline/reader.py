@@ -1,4 +1,4 @@
-"""The Spark reader: segment files -> typed DataFrames, with `binaryFile` + `mapInArrow`.
+"""The Spark reader: segment files -> typed DataFrames, decoded in `mapInArrow`.
 
     log = read_log(spark, ["/data/node-1", "s3a://bucket/node-2"])
     log.group_metadata   # one row per GroupMetadata record (tombstones flagged)
@@ -6,12 +6,12 @@
     log.consumer_groups  # one row per KIP-848 consumer group record (tombstones flagged)
     log.topic_batches    # one row per topic batch header (log-end offsets over time)
 
-Why `binaryFile` and not a Python data source (`spark.read.format("coordinator-log")`), see
-docs/pipeline.md#why-binaryfile: Spark's own file index lists and reads the files, so every URI Spark can
-read (file:, hdfs:, s3a:, abfss:, gs:) works with the cluster's Hadoop configuration and credentials, and
-listing many node directories is parallel; a Python data source would have to list and open files
-itself (fsspec/pyarrow.fs with credentials of its own). Both give one task per segment; `mapInArrow` keeps
-the decode in vectorised Arrow batches and also works over Spark Connect (no RDD API).
+The driver lists the segments through Spark's Hadoop filesystem layer (`pipeline.segments`: every URI
+Spark can read, with the cluster's configuration and credentials) and plans the tasks. Local segments
+(`file:`) are read by the Python workers as byte ranges of whole batches, so a large segment is split
+across tasks and no segment travels from the JVM to Python; segments on other filesystems are read whole
+with `binaryFile` (docs/pipeline.md#how-segments-are-read). Either way the decode is `pipeline.columns`,
+building Arrow batches column-wise.
 
 A path is a data directory (`<dir>/<topic>-<p>/*.log` are read), a partition directory, a segment file,
 or any Hadoop glob of those (`/logs/node-*`). Several paths are several nodes; `node` is the data
@@ -19,63 +19,29 @@ directory a row came from.
 """
 from __future__ import annotations
 
+import mmap
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    DataType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import StructType
+
+from pipeline import segments
+from pipeline.schema import RECORD_SCHEMA, TOPIC_BATCH_SCHEMA
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-def _struct(*fields: tuple[str, DataType]) -> StructType:
-    return StructType([StructField(name, t, True) for name, t in fields])
-
-
-_S, _I, _L, _B = StringType(), IntegerType(), LongType(), BooleanType()
-_MEMBER = _struct(
-    ("member_id", _S), ("group_instance_id", _S), ("client_id", _S), ("client_host", _S),
-    ("rebalance_timeout_ms", _I), ("session_timeout_ms", _I), ("subscribed_topics", ArrayType(_S)),
-    ("assignment", ArrayType(_struct(("topic", _S), ("partitions", ArrayType(_I))))), ("protocol_error", _S),
-)
-
-# One row per `__consumer_offsets` record; fields a record type lacks are null. `log_partition`/`offset`
-# are its place in the log (the order records apply in); `position` the byte position of its batch.
-# Built from types, not DDL: parsing DDL needs a JVM, and the executors' Python workers have none.
-RECORD_SCHEMA = _struct(
-    ("node", _S), ("log_partition", _I), ("segment", _L), ("offset", _L), ("position", _L), ("timestamp", _L),
-    ("record_type", _S), ("group", _S), ("tombstone", _B),
-    ("topic", _S), ("partition", _I), ("committed_offset", _L), ("leader_epoch", _I), ("metadata", _S),
-    ("commit_timestamp", _L), ("expire_timestamp", _L),
-    ("protocol_type", _S), ("generation", _I), ("protocol", _S), ("leader", _S), ("state_timestamp", _L),
-    ("members", ArrayType(_MEMBER)), ("key_version", _I), ("error", _S),
-    # KIP-848 consumer group records (record_type "consumer_group"; `consumer_record` says which one).
-    ("consumer_record", _S), ("member_id", _S), ("epoch", _I), ("member_type", _S), ("regex", _S),
-    ("client_id", _S), ("client_host", _S), ("group_instance_id", _S), ("subscribed_topics", ArrayType(_S)),
-    ("consumer_assignment", ArrayType(_struct(("topic_id", _S), ("partitions", ArrayType(_I))))),
-)
-
-TOPIC_BATCH_SCHEMA = _struct(
-    ("node", _S), ("topic", _S), ("partition", _I), ("position", _L), ("base_offset", _L),
-    ("last_offset", _L), ("records", _I), ("first_timestamp", _L), ("max_timestamp", _L),
-    ("is_control", _B), ("error", _S),
-)
+__all__ = ["RECORD_SCHEMA", "TOPIC_BATCH_SCHEMA", "CoordinatorLog", "read_log", "read_records",
+           "read_topic_batches", "segment_globs"]
 
 _OFFSETS_PARTITION_DIR = re.compile(r"^__consumer_offsets-\d+$")
-_OFFSETS_DIR = "/__consumer_offsets-"
 _ROWS_PER_ARROW_BATCH = 4096
+Tasks = list[list[segments.Range]]
 
 
 def segment_globs(paths: Sequence[str], offsets_only: bool = False) -> list[str]:
@@ -97,39 +63,100 @@ def segment_globs(paths: Sequence[str], offsets_only: bool = False) -> list[str]
     return globs
 
 
-def _segments(spark: SparkSession, paths: Sequence[str], offsets: bool) -> DataFrame:
-    # The offsets reader globs only `__consumer_offsets-*` (so it never reads topic data); the topic
-    # reader globs every partition directory, which always matches in a data directory even before any
-    # topic exists (an empty glob is an error in Spark), and drops the offsets segments.
-    df = spark.read.format("binaryFile").load(segment_globs(paths, offsets_only=offsets))
-    on_offsets = F.col("path").contains(_OFFSETS_DIR)
-    return df.filter(on_offsets if offsets else ~on_offsets).select("path", "content")
+def _listed(spark: SparkSession, paths: Sequence[str], offsets: bool) -> list[segments.Segment]:
+    """The segments to read: the offsets reader globs only `__consumer_offsets-*` (it never lists topic
+    data), the topic reader every partition directory but the offsets ones; files that are not a
+    partition's segment (a deleted topic's directory) are left out."""
+    from pipeline import decode
+
+    found = []
+    for seg in segments.list_segments(spark, segment_globs(paths, offsets_only=offsets)):
+        where = decode.parse_segment_path(seg.uri)
+        if where is not None and (where.topic == decode.OFFSETS_TOPIC) == offsets:
+            found.append(seg)
+    return found
 
 
-def _decode_offsets(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    from pipeline import decode  # imported on the executor
+def _read(spark: SparkSession, listed: list[segments.Segment], schema: StructType,
+          decode_ranges: Callable[[Tasks, Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+          decode_whole: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]) -> DataFrame:
+    """Local segments as planned tasks of byte ranges, read by the workers; others through binaryFile."""
+    conf = spark._jsparkSession.sessionState().conf()  # type: ignore[attr-defined]
+    split = spark.conf.get(segments.SPLIT_CONF, "true").lower() != "false"  # type: ignore[union-attr]
+    tasks = segments.plan_tasks(listed, spark.sparkContext.defaultParallelism, conf.filesMaxPartitionBytes(),
+                                split)
+    frames = []
+    if tasks:
+        # One id per task, one task per partition: the ids pick the task's ranges, shipped in the closure.
+        ids = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
+        frames.append(ids.mapInArrow(partial(decode_ranges, tasks), schema))
+    remote = [s.uri for s in listed if segments.local_path(s.uri) is None]
+    if remote:
+        frames.append(spark.read.format("binaryFile").load(remote).select("path", "content")
+                      .mapInArrow(decode_whole, schema))
+    if not frames:
+        return spark.createDataFrame([], schema)
+    df = frames[0]
+    for other in frames[1:]:
+        df = df.unionByName(other)
+    return df
 
-    def rows() -> Iterator[dict[str, object]]:
-        for batch in batches:
-            for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(),
-                                     strict=True):
-                where = decode.parse_segment_path(path)
-                if where is not None:
-                    yield from decode.offsets_rows(where, content)
 
-    return _to_arrow(rows(), RECORD_SCHEMA)
+def _mapped_ranges(tasks: Tasks, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, Any, int, int]]:
+    """(where, content, start, end) of each range of this task's ids, the segment mmapped read-only."""
+    from pipeline import decode
+
+    for batch in batches:
+        for task in batch.column("id").to_pylist():
+            for uri, start, end in tasks[task]:
+                where = decode.parse_segment_path(uri)
+                path = segments.local_path(uri)
+                assert where is not None and path is not None
+                with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as content:
+                    yield where, content, start, end
 
 
-def _decode_topic_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _whole_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, bytes, int, int]]:
+    from pipeline import decode
+
+    for batch in batches:
+        for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(),
+                                 strict=True):
+            where = decode.parse_segment_path(path)
+            if where is not None:
+                yield where, content, 0, len(content)
+
+
+def _decode_offsets(tasks: Tasks, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    from pipeline import columns  # imported on the executor
+
+    for where, content, start, end in _mapped_ranges(tasks, batches):
+        yield from columns.offsets_batches(where, content, start, end)
+
+
+def _decode_whole_offsets(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    from pipeline import columns
+
+    for where, content, start, end in _whole_segments(batches):
+        yield from columns.offsets_batches(where, content, start, end)
+
+
+def _decode_topic_batches(tasks: Tasks, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     from pipeline import decode
 
     def rows() -> Iterator[dict[str, object]]:
-        for batch in batches:
-            for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(),
-                                     strict=True):
-                where = decode.parse_segment_path(path)
-                if where is not None and where.topic != decode.OFFSETS_TOPIC:
-                    yield from decode.topic_batch_rows(where, content)
+        for where, content, start, end in _mapped_ranges(tasks, batches):
+            yield from decode.topic_batch_rows(where, content, start, end)
+
+    return _to_arrow(rows(), TOPIC_BATCH_SCHEMA)
+
+
+def _decode_whole_topic_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    from pipeline import decode
+
+    def rows() -> Iterator[dict[str, object]]:
+        for where, content, start, end in _whole_segments(batches):
+            yield from decode.topic_batch_rows(where, content, start, end)
 
     return _to_arrow(rows(), TOPIC_BATCH_SCHEMA)
 
@@ -151,12 +178,14 @@ def _to_arrow(rows: Iterator[dict[str, object]], schema: StructType) -> Iterator
 
 def read_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     """Every `__consumer_offsets` record under `paths`, raw (RECORD_SCHEMA), including `error` rows."""
-    return _segments(spark, paths, offsets=True).mapInArrow(_decode_offsets, RECORD_SCHEMA)
+    return _read(spark, _listed(spark, paths, offsets=True), RECORD_SCHEMA, _decode_offsets,
+                 _decode_whole_offsets)
 
 
 def read_topic_batches(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     """One row per topic batch header under `paths` (TOPIC_BATCH_SCHEMA), including `error` rows."""
-    return _segments(spark, paths, offsets=False).mapInArrow(_decode_topic_batches, TOPIC_BATCH_SCHEMA)
+    return _read(spark, _listed(spark, paths, offsets=False), TOPIC_BATCH_SCHEMA, _decode_topic_batches,
+                 _decode_whole_topic_batches)
 
 
 def _ms(name: str) -> Column:

@@ -72,7 +72,7 @@ def test_consumer_group_records_become_rows_that_fit_the_schema() -> None:
         MemberMetadataValue,
     )
     from coordinator_server.storage.codec import encode_record
-    from pipeline.decode import _offsets_record
+    from pipeline.decode import offsets_record
     from pipeline.reader import RECORD_SCHEMA, _to_arrow
 
     topic_id = uuid.UUID(int=7)
@@ -84,7 +84,7 @@ def test_consumer_group_records_become_rows_that_fit_the_schema() -> None:
             4, 3, 0, {topic_id: frozenset({2, 0})}, {})),
         ConsumerGroupMemberMetadataRecord("cg", "m0", None),
     ]
-    rows = [_offsets_record(*encode_record(r)) for r in records]
+    rows = [offsets_record(*encode_record(r)) for r in records]
     assert [(r["record_type"], r["consumer_record"], r["key_version"]) for r in rows] == [
         ("consumer_group", "metadata", 3), ("consumer_group", "member_metadata", 5),
         ("consumer_group", "current_member_assignment", 8), ("consumer_group", "member_metadata", 5)]

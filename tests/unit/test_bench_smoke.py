@@ -2,6 +2,7 @@
 assertions (figures come from `make bench`, never from tests)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from benchmarks import preload, render, scenarios, wire
@@ -97,3 +98,28 @@ def test_consumer_group_scenario_converges_and_renders() -> None:
     assert (res["converge"]["share_min"], res["converge"]["share_max"]) == (3, 4)
     rows = render.consumer_rows(res)
     assert len(rows) == 3 and "KIP-848 convergence" in rows[-1]
+
+
+def test_pipeline_replay_side_counts_every_record_and_the_rows_render(tmp_path: Path) -> None:
+    """The replay half of the `pipeline` scenario on a small log (the decode half needs Spark: the bench
+    runs it), its CPU measured; then the rows, the 0.5x target and `--merge-into` on made-up figures."""
+    from benchmarks import pipeline, run
+
+    data = tmp_path / "commits"
+    run_json("benchmarks.preload", "commits", str(data), "2000", "100")
+    replay = run_json("benchmarks.pipeline", "replay", str(data))
+    assert replay["records"] == 2000 and replay["cpu_s"] > 0
+    assert pipeline.tree_cpu_s(os.getpid()) > 0
+    decode = {"cpu_s": 4.0, "wall_s": 2.0, "tasks": 4, "cores": 2}
+    logs = [{"records": n, "bytes": n * 80, "segments": 400, "replay": {"cpu_s": 1.0}, "decode": decode,
+             "replay_records_per_cpu_s": n / 1.0, "decode_records_per_cpu_s": n / 4.0, "decode_records_per_s": n / 2.0,
+             "decode_vs_replay": ratio} for n, ratio in ((2_000_000, 0.25), (20_000_000, 0.6))]
+    split = {"records": 2_000_000, "segment_bytes": 151 << 20, "split_s": 2.0, "whole_s": 3.0, "split_tasks": 4,
+             "whole_tasks": 1, "split_speedup": 1.5}
+    later = {"pipeline": {"logs": logs, "split": split}, "date": "d", "machine": {"git": "abc"}, "total_seconds": 9}
+    merged = run.merge({"e2e": {"records_per_s": 1.0, "consumed": 1, "records": 1}}, later, ["pipeline"])
+    table = render.table(merged)
+    assert "| 0.25x | ≥ 0.5x: **not met** |" in table and "| 0.60x | ≥ 0.5x: met |" in table
+    assert "split | 2.0 s (4 tasks) | read whole: 3.0 s (1 task) | 1.50x |" in table and "end to end" in table
+    assert render.figures(merged)["pipeline_vs_replay"] == {"2000000": 0.25, "20000000": 0.6}
+    assert "The pipeline rows are from a later run, of d at commit abc" in render._merged(merged)
