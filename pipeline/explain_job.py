@@ -27,6 +27,7 @@ from pyspark.sql.types import (
 
 from pipeline.explain import SERVER_LOG_EVENTS, Explanation, GroupRecord, Member, ServerEvent, explain
 from pipeline.reader import CoordinatorLog
+from pipeline.segments import list_segments
 
 _S, _I, _L, _B = StringType(), IntegerType(), LongType(), BooleanType()
 
@@ -61,7 +62,11 @@ EXPLANATION_SCHEMA = _struct(
 
 def read_server_log(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     """The coordinator's rebalance lines in JSON logs (`--log-format json`): event, time_ms, group_id, ..."""
-    df = spark.read.schema(SERVER_LOG_SCHEMA).json(list(paths))
+    # Globs are listed first, as the segments' are: a glob that matches nothing (a node that kept no log)
+    # is no lines, not a Java stack trace from Spark's file index.
+    files = [f.uri for f in list_segments(spark, paths)]
+    df = (spark.read.schema(SERVER_LOG_SCHEMA).json(files) if files
+          else spark.createDataFrame([], SERVER_LOG_SCHEMA))
     return (df.filter(F.col("event").isin(*SERVER_LOG_EVENTS) & F.col("group_id").isNotNull())
             .withColumn("time_ms", F.unix_millis(F.to_timestamp("timestamp"))))
 
