@@ -179,6 +179,18 @@ class Cluster:
             return -2
         return int(resp.topics[0].partitions[0].error_code)
 
+    def commit_once_loaded(self, node: Node, group_id: str, offsets: dict[tuple[str, int], int],
+                           timeout_s: float = 30.0) -> int:
+        """`commit`, sent again while the coordinator answers COORDINATOR_LOAD_IN_PROGRESS (14), as a
+        client does: a node that has just become a partition's leader loads its groups first, and on a
+        loaded machine that can still be going on when another node already names it the coordinator."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            error = self.commit(node, group_id, offsets)
+            if error != 14 or time.monotonic() > deadline:
+                return error
+            time.sleep(0.1)
+
     def committed_via_coordinator(self, group_id: str, timeout_s: float = 30.0,
                                   accept: Callable[[int], bool] = lambda n: True) -> tuple[Node, dict[tuple[str, int], int]]:
         """What a client does: find the coordinator, ask it; on COORDINATOR_LOAD_IN_PROGRESS,

@@ -37,7 +37,7 @@ def test_groups_spread_and_fail_over_with_every_acknowledged_commit(cluster: Clu
     for i, g in enumerate(GROUPS):
         node = cluster.nodes[coordinators[g]]
         for n in range(3):
-            assert cluster.commit(node, g, {("t", 0): 100 * i + n}) == 0
+            assert cluster.commit_once_loaded(node, g, {("t", 0): 100 * i + n}) == 0
             acked[g] = 100 * i + n
         # Another node is not the coordinator and says so.
         other = next(x for x in cluster.nodes.values() if x.node_id != node.node_id)

@@ -38,6 +38,7 @@ REBALANCE_TIMEOUT_ARGS = ("--max-poll-interval-ms", "3000")
 class History:
     data_dir: Path
     members: dict[str, Member]  # by client id
+    groups: dict[str, str]  # scenario (GROUPS) -> its group: the scenario's name unless a client stalled
     explained: dict[str, list[Explanation]]  # by group, with the server log
     segments_only: list[Explanation]  # x-crash without the server log
     table: str  # what `pipeline explain x-crash` printed
@@ -47,10 +48,22 @@ class History:
         return str(self.members[client_id].assignments()[nth - 1]["member_id"])
 
 
+class _Stalled(AssertionError):
+    """A kafka-python 3.0.12 member stopped (no heartbeat, no rejoin) in the middle of a scenario."""
+
+
 class _Scenarios:
+    """One history per trigger, each in a group of its own. kafka-python 3.0.12 now and then stops dead
+    right after a quick second rebalance (seen on a loaded CI machine: the leader's SyncGroup answered,
+    then no heartbeat until its session expired); such a history explains a client stall, not the
+    trigger, so the scenario is run again in a fresh group (`x-slow-1`, ...) with fresh processes."""
+
+    ATTEMPTS = 3
+
     def __init__(self, server: Server) -> None:
         self.server = server
         self.members: dict[str, Member] = {}
+        self.groups: dict[str, str] = {}  # scenario (GROUPS) -> the group its history is in
 
     def member(self, group: str, client_id: str, *args: str, topics: tuple[str, ...] = ("explain-a",),
                session_timeout_ms: int = SESSION_MS) -> Member:
@@ -69,53 +82,85 @@ class _Scenarios:
                 if {m.assignments()[-1]["generation"] for m in members} == generations:
                     return
             if time.monotonic() > deadline:
-                raise AssertionError(f"group never settled: {[m.events[-3:] for m in members]}")
+                raise _Stalled(f"group never settled: {[m.events[-3:] for m in members]}")
             time.sleep(0.1)
 
+    def assigned(self, member: Member, count: int) -> None:
+        try:
+            member.wait_assigned(count)
+        except RuntimeError as e:
+            raise _Stalled(str(e)) from None
+
     def run(self) -> None:
-        join1 = self.member("x-join", "join-1")
+        scenarios = {"x-join": self.join, "x-leave": self.leave, "x-crash": self.crash, "x-slow": self.slow,
+                     "x-static": self.static, "x-meta": self.meta}
+        for name, scenario in scenarios.items():
+            for attempt in range(self.ATTEMPTS):
+                group = name if attempt == 0 else f"{name}-{attempt}"
+                known = set(self.members.values())
+                try:
+                    scenario(group)
+                except _Stalled as e:
+                    if attempt == self.ATTEMPTS - 1:
+                        raise
+                    print(f"{group}: a client stalled, the scenario runs again in a fresh group: {e}",
+                          file=sys.stderr)
+                    for m in set(self.members.values()) - known:
+                        if m.proc.poll() is None:
+                            m.crash()
+                    continue
+                self.groups[name] = group
+                break
+
+    def join(self, group: str) -> None:
+        join1 = self.member(group, "join-1")
         self.settled(join1)
-        join2 = self.member("x-join", "join-2")
+        join2 = self.member(group, "join-2")
         self.settled(join1, join2)
 
-        leave1, leave2 = self.member("x-leave", "leave-1"), self.member("x-leave", "leave-2")
+    def leave(self, group: str) -> None:
+        leave1, leave2 = self.member(group, "leave-1"), self.member(group, "leave-2")
         self.settled(leave1, leave2)
         seen = len(leave1.assignments())
         leave2.leave()
-        leave1.wait_assigned(seen + 1)
+        self.assigned(leave1, seen + 1)
 
-        crash1, crash2 = self.member("x-crash", "crash-1"), self.member("x-crash", "crash-2")
+    def crash(self, group: str) -> None:
+        crash1, crash2 = self.member(group, "crash-1"), self.member(group, "crash-2")
         self.settled(crash1, crash2)
         seen = len(crash1.assignments())
         crash2.crash()
-        crash1.wait_assigned(seen + 1)  # after crash-2's session timeout
+        self.assigned(crash1, seen + 1)  # after crash-2's session timeout
 
+    def slow(self, group: str) -> None:
         # Sessions far longer than the rebalance timeout (max.poll.interval.ms), so the paused member is
         # still in the group when the join phase gives up on it.
-        slow = [self.member("x-slow", f"slow-{i}", *REBALANCE_TIMEOUT_ARGS, session_timeout_ms=30_000)
+        slow = [self.member(group, f"slow-{i}", *REBALANCE_TIMEOUT_ARGS, session_timeout_ms=30_000)
                 for i in (1, 2)]
         self.settled(*slow)
         os.kill(slow[0].proc.pid, signal.SIGSTOP)
         try:
-            slow3 = self.member("x-slow", "slow-3", *REBALANCE_TIMEOUT_ARGS, session_timeout_ms=30_000)
-            slow3.wait_assigned(1)
+            slow3 = self.member(group, "slow-3", *REBALANCE_TIMEOUT_ARGS, session_timeout_ms=30_000)
+            self.assigned(slow3, 1)
         finally:
             slow[0].crash()  # SIGKILL ends a stopped process too
 
-        static1, static2 = self.member("x-static", "static-1", "--group-instance-id", "inst-1"), \
-            self.member("x-static", "static-2")
+    def static(self, group: str) -> None:
+        static1, static2 = self.member(group, "static-1", "--group-instance-id", "inst-1"), \
+            self.member(group, "static-2")
         self.settled(static1, static2)
-        static1b = self.member("x-static", "static-1b", "--group-instance-id", "inst-1")
-        static1b.wait_assigned(1)
+        static1b = self.member(group, "static-1b", "--group-instance-id", "inst-1")
+        self.assigned(static1b, 1)
         static1.crash()  # fenced: kafka-python gives up on FENCED_INSTANCE_ID; make sure it is gone
 
-        meta1 = self.member("x-meta", "meta-1")  # the first member of the empty group leads it
+    def meta(self, group: str) -> None:
+        meta1 = self.member(group, "meta-1")  # the first member of the empty group leads it
         self.settled(meta1)
-        meta2 = self.member("x-meta", "meta-2")
+        meta2 = self.member(group, "meta-2")
         self.settled(meta1, meta2)
         seen = len(meta1.assignments())
         meta1.send("subscribe explain-a,explain-b")
-        meta1.wait_assigned(seen + 1)
+        self.assigned(meta1, seen + 1)
 
 
 GROUPS = ["x-join", "x-leave", "x-crash", "x-slow", "x-static", "x-meta"]
@@ -144,16 +189,18 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
     try:
         log = read_log(spark, [str(data_dir)], with_topics=False)
         server_log = [str(data_dir / SERVER_LOG)]
+        groups = scenarios.groups
+        scenario_of = {group: name for name, group in groups.items()}
         explained: dict[str, list[Explanation]] = {g: [] for g in GROUPS}
-        for e in explain_groups(spark, log, GROUPS, server_log):
-            explained[e.group].append(e)
-        segments_only = explain_groups(spark, log, ["x-crash"], [])
+        for e in explain_groups(spark, log, [groups[g] for g in GROUPS], server_log):
+            explained[scenario_of[e.group]].append(e)
+        segments_only = explain_groups(spark, log, [groups["x-crash"]], [])
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            assert cli.explain(spark, "x-crash", [str(data_dir)], server_log, str(root / "out")) == 0
+            assert cli.explain(spark, groups["x-crash"], [str(data_dir)], server_log, str(root / "out")) == 0
     finally:
         spark.stop()
-    yield History(data_dir, scenarios.members, explained, segments_only, printed.getvalue(), root / "out")
+    yield History(data_dir, scenarios.members, groups, explained, segments_only, printed.getvalue(), root / "out")
 
 
 def _new_topic(name: str, partitions: int) -> Any:
@@ -232,7 +279,7 @@ def test_without_the_server_log_the_segments_give_the_membership_but_not_the_cau
 def test_the_command_prints_a_table_and_writes_parquet(history: History) -> None:
     import pandas as pd
 
-    assert "group x-crash on " in history.table and "session_expired" in history.table
+    assert f"group {history.groups['x-crash']} on " in history.table and "session_expired" in history.table
     df = pd.read_parquet(history.out / "explain" / "generations")
-    assert set(df["group"]) == {"x-crash"} and "session_expired" in set(df["trigger"])
+    assert set(df["group"]) == {history.groups["x-crash"]} and "session_expired" in set(df["trigger"])
     assert {"rebalance_start_time", "assigned_time", "not_consuming_ms", "left"} <= set(df.columns)
