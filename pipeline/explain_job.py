@@ -14,27 +14,14 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    DataType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import ArrayType, BooleanType, IntegerType, LongType, StringType
 
 from pipeline.explain import SERVER_LOG_EVENTS, Explanation, GroupRecord, Member, ServerEvent, explain
 from pipeline.reader import CoordinatorLog
+from pipeline.schema import nullable_struct as _struct
 from pipeline.segments import list_segments
 
 _S, _I, _L, _B = StringType(), IntegerType(), LongType(), BooleanType()
-
-
-def _struct(*fields: tuple[str, DataType]) -> StructType:
-    return StructType([StructField(name, t, True) for name, t in fields])
-
 
 # The fields of the coordinator's rebalance lines that the explainer reads (rebalance_trace.py); a line
 # without one has it null, and a line that is not JSON (a traceback) is all null and dropped.
