@@ -70,8 +70,6 @@ def cli(argv: Sequence[str]) -> int:
         raise SystemExit(f"{COMMAND}: demo-data runs no Spark; give a job, e.g. `all PATH... --out OUT`")
     if parsed.master:
         raise SystemExit(f"{COMMAND}: the master is the cluster this command starts; drop --master")
-    # Executors on this machine's workers run this interpreter: the one with this package installed.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # The driver listens where the executors reach it: loopback, like the cluster (not the hostname's address).
     os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)

@@ -78,9 +78,9 @@ def _listed(spark: SparkSession, paths: Sequence[str], offsets: bool) -> list[se
 
 
 def _read(spark: SparkSession, listed: list[segments.Segment], schema: StructType,
-          decode_ranges: Callable[[Tasks, Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
-          decode_whole: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]) -> DataFrame:
-    """Local segments as planned tasks of byte ranges, read by the workers; others through binaryFile."""
+          decode: Callable[[Tasks | None, Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]) -> DataFrame:
+    """Local segments as planned tasks of byte ranges, read by the workers; others through binaryFile.
+    `decode(tasks, batches)` gets the tasks with the task ids, or None with binaryFile's rows."""
     conf = spark._jsparkSession.sessionState().conf()  # type: ignore[attr-defined]
     split = spark.conf.get(segments.SPLIT_CONF, "true").lower() != "false"  # type: ignore[union-attr]
     tasks = segments.plan_tasks(listed, spark.sparkContext.defaultParallelism, conf.filesMaxPartitionBytes(),
@@ -89,11 +89,11 @@ def _read(spark: SparkSession, listed: list[segments.Segment], schema: StructTyp
     if tasks:
         # One id per task, one task per partition: the ids pick the task's ranges, shipped in the closure.
         ids = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
-        frames.append(ids.mapInArrow(partial(decode_ranges, tasks), schema))
+        frames.append(ids.mapInArrow(partial(decode, tasks), schema))
     remote = [s.uri for s in listed if segments.local_path(s.uri) is None]
     if remote:
         frames.append(spark.read.format("binaryFile").load(remote).select("path", "content")
-                      .mapInArrow(decode_whole, schema))
+                      .mapInArrow(partial(decode, None), schema))
     if not frames:
         return spark.createDataFrame([], schema)
     df = frames[0]
@@ -102,11 +102,19 @@ def _read(spark: SparkSession, listed: list[segments.Segment], schema: StructTyp
     return df
 
 
-def _mapped_ranges(tasks: Tasks, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, Any, int, int]]:
-    """(where, content, start, end) of each range of this task's ids, the segment mmapped read-only."""
+def _sources(tasks: Tasks | None, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, Any, int, int]]:
+    """(where, content, start, end) to decode: the ranges of this task's ids, each segment mmapped
+    read-only, or (tasks None) binaryFile's whole segments."""
     from pipeline import decode
 
     for batch in batches:
+        if tasks is None:
+            for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(),
+                                     strict=True):
+                where = decode.parse_segment_path(path)
+                if where is not None:
+                    yield where, content, 0, len(content)
+            continue
         for task in batch.column("id").to_pylist():
             for uri, start, end in tasks[task]:
                 where = decode.parse_segment_path(uri)
@@ -116,46 +124,18 @@ def _mapped_ranges(tasks: Tasks, batches: Iterator[pa.RecordBatch]) -> Iterator[
                     yield where, content, start, end
 
 
-def _whole_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, bytes, int, int]]:
-    from pipeline import decode
-
-    for batch in batches:
-        for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(),
-                                 strict=True):
-            where = decode.parse_segment_path(path)
-            if where is not None:
-                yield where, content, 0, len(content)
-
-
-def _decode_offsets(tasks: Tasks, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _decode_offsets(tasks: Tasks | None, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     from pipeline import columns  # imported on the executor
 
-    for where, content, start, end in _mapped_ranges(tasks, batches):
+    for where, content, start, end in _sources(tasks, batches):
         yield from columns.offsets_batches(where, content, start, end)
 
 
-def _decode_whole_offsets(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    from pipeline import columns
-
-    for where, content, start, end in _whole_segments(batches):
-        yield from columns.offsets_batches(where, content, start, end)
-
-
-def _decode_topic_batches(tasks: Tasks, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _decode_topic_batches(tasks: Tasks | None, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     from pipeline import decode
 
     def rows() -> Iterator[dict[str, object]]:
-        for where, content, start, end in _mapped_ranges(tasks, batches):
-            yield from decode.topic_batch_rows(where, content, start, end)
-
-    return _to_arrow(rows(), TOPIC_BATCH_SCHEMA)
-
-
-def _decode_whole_topic_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    from pipeline import decode
-
-    def rows() -> Iterator[dict[str, object]]:
-        for where, content, start, end in _whole_segments(batches):
+        for where, content, start, end in _sources(tasks, batches):
             yield from decode.topic_batch_rows(where, content, start, end)
 
     return _to_arrow(rows(), TOPIC_BATCH_SCHEMA)
@@ -178,14 +158,12 @@ def _to_arrow(rows: Iterator[dict[str, object]], schema: StructType) -> Iterator
 
 def read_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     """Every `__consumer_offsets` record under `paths`, raw (RECORD_SCHEMA), including `error` rows."""
-    return _read(spark, _listed(spark, paths, offsets=True), RECORD_SCHEMA, _decode_offsets,
-                 _decode_whole_offsets)
+    return _read(spark, _listed(spark, paths, offsets=True), RECORD_SCHEMA, _decode_offsets)
 
 
 def read_topic_batches(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     """One row per topic batch header under `paths` (TOPIC_BATCH_SCHEMA), including `error` rows."""
-    return _read(spark, _listed(spark, paths, offsets=False), TOPIC_BATCH_SCHEMA, _decode_topic_batches,
-                 _decode_whole_topic_batches)
+    return _read(spark, _listed(spark, paths, offsets=False), TOPIC_BATCH_SCHEMA, _decode_topic_batches)
 
 
 def _ms(name: str) -> Column:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.demo_data import SERVER_LOG, Member, Server, _admin
+from pipeline.demo_data import SERVER_LOG, Member, MemberStalled, Server, _admin
 from pipeline.explain import Explanation, waited_for
 
 from .conftest import SPARK_TEST_CONF
@@ -46,10 +46,6 @@ class History:
 
     def member_id(self, client_id: str, nth: int = 1) -> str:
         return str(self.members[client_id].assignments()[nth - 1]["member_id"])
-
-
-class _Stalled(AssertionError):
-    """A kafka-python 3.0.12 member stopped (no heartbeat, no rejoin) in the middle of a scenario."""
 
 
 class _Scenarios:
@@ -82,14 +78,8 @@ class _Scenarios:
                 if {m.assignments()[-1]["generation"] for m in members} == generations:
                     return
             if time.monotonic() > deadline:
-                raise _Stalled(f"group never settled: {[m.events[-3:] for m in members]}")
+                raise MemberStalled(f"group never settled: {[m.events[-3:] for m in members]}")
             time.sleep(0.1)
-
-    def assigned(self, member: Member, count: int) -> None:
-        try:
-            member.wait_assigned(count)
-        except RuntimeError as e:
-            raise _Stalled(str(e)) from None
 
     def run(self) -> None:
         scenarios = {"x-join": self.join, "x-leave": self.leave, "x-crash": self.crash, "x-slow": self.slow,
@@ -100,7 +90,7 @@ class _Scenarios:
                 known = set(self.members.values())
                 try:
                     scenario(group)
-                except _Stalled as e:
+                except MemberStalled as e:
                     if attempt == self.ATTEMPTS - 1:
                         raise
                     print(f"{group}: a client stalled, the scenario runs again in a fresh group: {e}",
@@ -123,14 +113,14 @@ class _Scenarios:
         self.settled(leave1, leave2)
         seen = len(leave1.assignments())
         leave2.leave()
-        self.assigned(leave1, seen + 1)
+        leave1.wait_assigned(seen + 1)
 
     def crash(self, group: str) -> None:
         crash1, crash2 = self.member(group, "crash-1"), self.member(group, "crash-2")
         self.settled(crash1, crash2)
         seen = len(crash1.assignments())
         crash2.crash()
-        self.assigned(crash1, seen + 1)  # after crash-2's session timeout
+        crash1.wait_assigned(seen + 1)  # after crash-2's session timeout
 
     def slow(self, group: str) -> None:
         # Sessions far longer than the rebalance timeout (max.poll.interval.ms), so the paused member is
@@ -141,7 +131,7 @@ class _Scenarios:
         os.kill(slow[0].proc.pid, signal.SIGSTOP)
         try:
             slow3 = self.member(group, "slow-3", *REBALANCE_TIMEOUT_ARGS, session_timeout_ms=30_000)
-            self.assigned(slow3, 1)
+            slow3.wait_assigned(1)
         finally:
             slow[0].crash()  # SIGKILL ends a stopped process too
 
@@ -150,7 +140,7 @@ class _Scenarios:
             self.member(group, "static-2")
         self.settled(static1, static2)
         static1b = self.member(group, "static-1b", "--group-instance-id", "inst-1")
-        self.assigned(static1b, 1)
+        static1b.wait_assigned(1)
         static1.crash()  # fenced: kafka-python gives up on FENCED_INSTANCE_ID; make sure it is gone
 
     def meta(self, group: str) -> None:
@@ -160,7 +150,7 @@ class _Scenarios:
         self.settled(meta1, meta2)
         seen = len(meta1.assignments())
         meta1.send("subscribe explain-a,explain-b")
-        self.assigned(meta1, seen + 1)
+        meta1.wait_assigned(seen + 1)
 
 
 GROUPS = ["x-join", "x-leave", "x-crash", "x-slow", "x-static", "x-meta"]
