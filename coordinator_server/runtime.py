@@ -201,7 +201,9 @@ class CoordinatorRuntime:
         self.locks = KeyedLocks()
         self._timer_handle: asyncio.TimerHandle | None = None
         self._timer_deadline_ms: int | None = None
-        self._writes: set[asyncio.Future[None]] = set()
+        # Write groups (`_Writes`) not yet complete; close() waits for them.
+        self._writes: set[_Writes] = set()
+        self._writes_idle: asyncio.Future[None] | None = None
         self._after_writes_scheduled = False
         self._closed = False
         # Set in a cluster (app.py): appends then complete once replicated, not once locally durable.
@@ -263,7 +265,8 @@ class CoordinatorRuntime:
         # Appends emitted by the shutdown (none today) and those in flight still get written.
         await self._drain_appends()
         if self._writes:
-            await asyncio.gather(*self._writes, return_exceptions=True)
+            self._writes_idle = self.loop.create_future()
+            await self._writes_idle
         await self.log.close()
 
     def partition_for(self, group_id: str) -> int:
@@ -365,8 +368,9 @@ class CoordinatorRuntime:
         if not self.locks.try_hold(group_id):
             return False
         try:
-            self.coordinator.handle_offset_commit(inp, self._now_ms(), on_result)
-            self._advance_clock(self._now_ms())
+            now_ms = self._now_ms()
+            self.coordinator.handle_offset_commit(inp, now_ms, on_result)
+            self._advance_clock(now_ms)
             self._arm_timer()
             appends = self.coordinator.take_appends()
         except BaseException:
@@ -375,13 +379,7 @@ class CoordinatorRuntime:
         if not appends:
             self.locks.release(group_id)
             return True
-
-        def written(future: asyncio.Future[None]) -> None:
-            self.locks.release(group_id)
-            if not future.cancelled() and future.exception() is not None:
-                on_failure(future.exception())  # type: ignore[arg-type]
-
-        self._spawn_writes(appends).add_done_callback(written)
+        self._write_group(appends, _CommitWritten(self.locks, group_id, on_failure))
         return True
 
     async def offset_fetch(self, inp: OffsetFetchInput) -> OffsetFetchResult:
@@ -505,11 +503,22 @@ class CoordinatorRuntime:
             await self._spawn_writes(appends)
 
     def _spawn_writes(self, appends: list[PendingAppend]) -> asyncio.Future[None]:
-        writes = _Writes(self.loop.create_future())
-        self._writes.add(writes.future)
-        writes.future.add_done_callback(self._writes_finished)
+        future: asyncio.Future[None] = self.loop.create_future()
+        self._write_group(appends, functools.partial(_settle, future))
+        return future
+
+    def _write_group(self, appends: list[PendingAppend], on_resolved: Callable[[BaseException | None], None]) -> None:
+        """Write `appends` as one group: `on_resolved(None)` once they, and every append their completions
+        emit in turn, are complete, or `on_resolved(bug)` with the first bug met on the way. No future of
+        its own: the fast paths complete from the round's callback."""
+        writes = _Writes(on_resolved, self._write_group_resolved)
+        self._writes.add(writes)
         self._write(appends, writes)
-        return writes.future
+
+    def _write_group_resolved(self, writes: _Writes) -> None:
+        self._writes.discard(writes)
+        if not self._writes and self._writes_idle is not None and not self._writes_idle.done():
+            self._writes_idle.set_result(None)
 
     def _write(self, appends: list[PendingAppend], writes: _Writes) -> None:
         wall_ms = self._wall_ms()
@@ -593,11 +602,6 @@ class CoordinatorRuntime:
         if appends:
             self._spawn_writes(appends)
 
-    def _writes_finished(self, future: asyncio.Future[None]) -> None:
-        self._writes.discard(future)
-        if not future.cancelled():
-            future.exception()  # retrieved (and logged where it was caught) even when nobody awaits
-
     @staticmethod
     def _storage_error(append: PendingAppend, e: StorageError) -> Errors:
         if isinstance(e, RecordTooLargeError):
@@ -611,26 +615,55 @@ class CoordinatorRuntime:
 
 
 class _Writes:
-    """The appends of one drain and of what their completions emitted: `future` resolves (or fails with
-    the first bug met) once `outstanding` is back to zero."""
+    """The appends of one write group and of what their completions emitted: `on_resolved(error)` runs
+    once `outstanding` is back to zero, with the first bug met, or None."""
 
-    __slots__ = ("error", "future", "outstanding")
+    __slots__ = ("error", "on_resolved", "outstanding", "resolved", "unregister")
 
-    def __init__(self, future: asyncio.Future[None]) -> None:
-        self.future = future
+    def __init__(self, on_resolved: Callable[[BaseException | None], None],
+                 unregister: Callable[[_Writes], None]) -> None:
+        self.on_resolved = on_resolved
+        self.unregister = unregister
         self.outstanding = 0
         self.error: BaseException | None = None
+        self.resolved = False
 
     def fail(self, error: BaseException) -> None:
         if self.error is None:
             self.error = error
 
     def resolve_if_done(self) -> None:
-        if self.outstanding == 0 and not self.future.done():
-            if self.error is None:
-                self.future.set_result(None)
-            else:
-                self.future.set_exception(self.error)
+        if self.outstanding == 0 and not self.resolved:
+            self.resolved = True
+            self.unregister(self)
+            self.on_resolved(self.error)
+
+
+class _CommitWritten:
+    """The end of a fast-path OffsetCommit's write group: the group's lock is released (what queued behind
+    it runs next), and a bug met on the way fails the request instead of hanging it."""
+
+    __slots__ = ("group_id", "locks", "on_failure")
+
+    def __init__(self, locks: KeyedLocks, group_id: str, on_failure: Callable[[BaseException], None]) -> None:
+        self.locks = locks
+        self.group_id = group_id
+        self.on_failure = on_failure
+
+    def __call__(self, error: BaseException | None) -> None:
+        self.locks.release(self.group_id)
+        if error is not None:
+            self.on_failure(error)
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+        future.exception()  # retrieved (and logged where it was caught) even when nobody awaits
 
 
 def _monotonic_ms(loop: asyncio.AbstractEventLoop) -> int:

@@ -21,7 +21,6 @@ from protocol.errors import Errors
 
 from .api import (
     AppendRecords,
-    CommitPartition,
     FetchedOffset,
     OffsetCommitCallback,
     OffsetCommitInput,
@@ -171,43 +170,25 @@ class OffsetManager:
     def _store_offsets(self, group: OffsetHolder, inp: OffsetCommitInput, respond: OffsetCommitCallback) -> None:
         wall_ms = self.core.wall_ms
         expire_ms = wall_ms + inp.retention_time_ms if inp.retention_time_ms != -1 else -1
-        results: dict[tuple[str, int], Errors] = {}
-        to_write: list[tuple[CommitPartition, OffsetCommitValue]] = []
+        commit = _PendingCommit(group, inp, respond)
+        records = []
         for p in inp.partitions:
             metadata = p.metadata if p.metadata is not None else ""
+            key = (p.topic, p.partition)
             if len(metadata) > self.offset_metadata_max_bytes:
-                results[(p.topic, p.partition)] = Errors.OFFSET_METADATA_TOO_LARGE
+                commit.results[key] = Errors.OFFSET_METADATA_TOO_LARGE
                 continue
             committed_ms = p.commit_timestamp_ms if p.commit_timestamp_ms != -1 else wall_ms
-            to_write.append((p, OffsetCommitValue(p.offset, p.leader_epoch, metadata, committed_ms, expire_ms)))
-
-        def answer() -> None:
-            respond(OffsetCommitResult([
-                PartitionResult(p.topic, p.partition, results[(p.topic, p.partition)]) for p in inp.partitions
-            ]))
-
-        if not to_write:
-            answer()
+            value = OffsetCommitValue(p.offset, p.leader_epoch, metadata, committed_ms, expire_ms)
+            commit.to_write.append((key, value))
+            records.append(OffsetCommitRecord(group.group_id, p.topic, p.partition, value))
+        if not records:
+            commit.answer()
             return
-        for p, _ in to_write:
-            key = (p.topic, p.partition)
-            group.pending_offset_commits[key] = group.pending_offset_commits.get(key, 0) + 1
-        records = tuple(OffsetCommitRecord(group.group_id, p.topic, p.partition, v) for p, v in to_write)
-
-        def on_done(error: Errors) -> None:
-            for p, value in to_write:
-                key = (p.topic, p.partition)
-                remaining = group.pending_offset_commits.get(key, 1) - 1
-                if remaining <= 0:
-                    group.pending_offset_commits.pop(key, None)
-                else:
-                    group.pending_offset_commits[key] = remaining
-                if error is Errors.NONE and not group.removed:
-                    group.offsets[key] = value
-                results[key] = _COMMIT_WRITE_ERRORS.get(error, error)
-            answer()
-
-        self.append(group.group_id, records, on_done)
+        pending = group.pending_offset_commits
+        for key, _ in commit.to_write:
+            pending[key] = pending.get(key, 0) + 1
+        self.append(group.group_id, tuple(records), commit.written)
 
     # -- OffsetFetch (§2.7) --------------------------------------------------------------------------
 
@@ -354,3 +335,40 @@ class OffsetManager:
             elif wall_ms - base(value) >= self.retention_ms:
                 expired.append(key)
         return expired
+
+
+class _PendingCommit:
+    """One OffsetCommit's records on their way to the log: once written (or not), the offsets are applied
+    and the request answered per partition. An object rather than closures: this runs per commit."""
+
+    __slots__ = ("group", "inp", "respond", "results", "to_write")
+
+    def __init__(self, group: OffsetHolder, inp: OffsetCommitInput, respond: OffsetCommitCallback) -> None:
+        self.group = group
+        self.inp = inp
+        self.respond = respond
+        self.results: dict[tuple[str, int], Errors] = {}
+        self.to_write: list[tuple[tuple[str, int], OffsetCommitValue]] = []
+
+    def written(self, error: Errors) -> None:
+        group = self.group
+        pending = group.pending_offset_commits
+        apply = error is Errors.NONE and not group.removed
+        outcome = _COMMIT_WRITE_ERRORS.get(error, error)
+        results = self.results
+        for key, value in self.to_write:
+            remaining = pending.get(key, 1) - 1
+            if remaining <= 0:
+                pending.pop(key, None)
+            else:
+                pending[key] = remaining
+            if apply:
+                group.offsets[key] = value
+            results[key] = outcome
+        self.answer()
+
+    def answer(self) -> None:
+        results = self.results
+        self.respond(OffsetCommitResult([
+            PartitionResult(p.topic, p.partition, results[(p.topic, p.partition)]) for p in self.inp.partitions
+        ]))

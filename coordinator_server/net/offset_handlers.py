@@ -61,34 +61,22 @@ class OffsetHandlers:
         """The fast path's OffsetCommit (protocol/offset_commit_wire.py): the same rules as `offset_commit`,
         answered with the framed response through a future (done at once when nothing waits for the log),
         without a task. None, having done nothing, when the group's lock is taken: the generic path queues."""
-        started = time.perf_counter()
-        version = req.api_version
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-
-        def answer(results: list[PartitionResult]) -> None:
-            if future.done():
-                return
-            errors = {(r.topic, r.partition): int(r.error) for r in results}
-            future.set_result(offset_commit_response_frame(req, errors))
-            metrics.observe_request_errors("OffsetCommit", version, time.perf_counter() - started, errors.values())
-
-        def failed(e: BaseException) -> None:
-            if not future.done():
-                future.set_exception(e)
-
+        reply = _CommitReply(req, asyncio.get_running_loop().create_future())
         if not access.group("READ", req.group_id):
-            answer([PartitionResult(t.name, p.partition_index, Errors.GROUP_AUTHORIZATION_FAILED)
-                    for t in req.topics for p in t.partitions])
-            return future
-        denied, known = self._readable(req, access)
-        inp, unknown = om.offset_commit_input(req, version, known)
-        unknown = _denied_as_29(unknown, denied)
+            reply.answer([PartitionResult(t.name, p.partition_index, Errors.GROUP_AUTHORIZATION_FAILED)
+                          for t in req.topics for p in t.partitions])
+            return reply.future
+        if access.authorizer is None:  # no ACLs: every topic readable, no per-topic filter to build
+            inp, reply.unknown = om.offset_commit_input(req, req.api_version, self.partition_exists)
+        else:
+            denied, known = self._readable(req, access)
+            inp, unknown = om.offset_commit_input(req, req.api_version, known)
+            reply.unknown = _denied_as_29(unknown, denied)
         if not inp.partitions:
-            answer(unknown)
-        elif not self.runtime.offset_commit_nowait(
-                inp, lambda result: answer(om.commit_result_partitions(result, unknown)), failed):
+            reply.answer(reply.unknown)
+        elif not self.runtime.offset_commit_nowait(inp, reply.result, reply.failed):
             return None
-        return future
+        return reply.future
 
     async def offset_fetch(self, req: Any, version: int, access: Access) -> Any:
         # No topic-existence check on fetch: unknown topics simply have no committed offset.
@@ -118,6 +106,34 @@ class OffsetHandlers:
         inp, unknown = om.offset_delete_input(req, known)
         result = await self.runtime.offset_delete(inp)
         return om.offset_delete_response(req, result, _denied_as_29(unknown, denied))
+
+
+class _CommitReply:
+    """One fast-path OffsetCommit's answer: the framed response once the coordinator's result is in (one
+    object instead of a closure per step: this runs per request)."""
+
+    __slots__ = ("future", "req", "started", "unknown")
+
+    def __init__(self, req: OffsetCommitWire, future: asyncio.Future[bytes]) -> None:
+        self.req = req
+        self.future = future
+        self.started = time.perf_counter()
+        self.unknown: list[PartitionResult] = []
+
+    def result(self, result: OffsetCommitResult) -> None:
+        self.answer(result.partitions + self.unknown if self.unknown else result.partitions)
+
+    def answer(self, results: list[PartitionResult]) -> None:
+        if self.future.done():
+            return
+        errors = {(r.topic, r.partition): int(r.error) for r in results}
+        self.future.set_result(offset_commit_response_frame(self.req, errors))
+        metrics.observe_request_errors("OffsetCommit", self.req.api_version, time.perf_counter() - self.started,
+                                       errors.values())
+
+    def failed(self, e: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(e)
 
 
 def _denied_as_29(unknown: list[PartitionResult], denied: set[str]) -> list[PartitionResult]:
