@@ -108,9 +108,10 @@ class DataHandlers:
         return self.store.partition(topic, index)
 
     def on_offsets_append(self, partition: int) -> None:
-        """The coordinator appended to `__consumer_offsets-partition`: long polls on it may complete."""
-        self.fetch_purgatory.check_and_complete((OFFSETS_TOPIC, partition))
-        self.runtime.rearm_timer()
+        """The coordinator appended to `__consumer_offsets-partition`: long polls on it may complete. Runs
+        on every commit: with no long poll completed the shared timer is as it was, so it is left alone."""
+        if self.fetch_purgatory.check_and_complete((OFFSETS_TOPIC, partition)):
+            self.runtime.rearm_timer()
 
     # ----------------------------------------------------------------------------------- Produce
 
