@@ -98,6 +98,10 @@ class KeyedLocks:
         self._locks[key] = (lock, 1)
         return True
 
+    def busy(self, key: str) -> bool:
+        """Whether anybody holds or waits for `key`."""
+        return key in self._locks
+
     def release(self, key: str) -> None:
         self._locks[key][0].release()
         self._release_ref(key)
@@ -387,6 +391,16 @@ class CoordinatorRuntime:
         async with self.locks.hold(inp.group_id or ""):
             result = self.coordinator.handle_offset_fetch(inp, self._now_ms())
             await self._after_core_call()
+        return result
+
+    def offset_fetch_now(self, inp: OffsetFetchInput) -> OffsetFetchResult | None:
+        """`offset_fetch` without a task, for the fast path: answered at once when no request of the group
+        holds or waits for its lock; None, having done nothing, when one does (a commit whose records are
+        still being written: the fetch must see its outcome, so it queues the generic way)."""
+        if self.locks.busy(inp.group_id or ""):
+            return None
+        result = self.coordinator.handle_offset_fetch(inp, self._now_ms())
+        self.rearm_timer()  # timers due now run after it, as after any call; their writes are theirs
         return result
 
     async def offset_delete(self, inp: OffsetDeleteInput) -> OffsetDeleteResult:

@@ -149,6 +149,11 @@ def offset_fetch_response(results: list[tuple[OffsetFetchInput, OffsetFetchResul
     return OffsetFetchResponse[version](**kwargs)
 
 
+def fetched_by_topic(inp: OffsetFetchInput, res: OffsetFetchResult) -> dict[str, list[FetchedOffset]]:
+    """One group's answer per topic, in answer order: what the v8+ response carries for it."""
+    return _by_topic(_fetched(inp, res))
+
+
 def _fetched(inp: OffsetFetchInput, res: OffsetFetchResult) -> list[FetchedOffset]:
     if res.error is not Errors.NONE and inp.partitions is not None and not res.offsets:
         return [FetchedOffset(t, p, -1, -1, "", Errors.NONE) for t, p in inp.partitions]

@@ -66,6 +66,7 @@ from protocol.framing import (
 from protocol.group_messages import java_inet_address_string
 from protocol.heartbeat_wire import HEARTBEAT_API_KEY, heartbeat_response_frame, parse_heartbeat
 from protocol.offset_commit_wire import OFFSET_COMMIT_API_KEY, parse_offset_commit
+from protocol.offset_fetch_wire import OFFSET_FETCH_API_KEY, parse_offset_fetch
 
 from . import sasl_gate
 from .connection_policy import ConnectionPolicy, ConnectionRules, Reading
@@ -77,6 +78,7 @@ log = structlog.get_logger("coordinator_server.net")
 
 _HEARTBEAT_KEY_BYTES = HEARTBEAT_API_KEY.to_bytes(2, "big")
 _OFFSET_COMMIT_KEY_BYTES = OFFSET_COMMIT_API_KEY.to_bytes(2, "big")
+_OFFSET_FETCH_KEY_BYTES = OFFSET_FETCH_API_KEY.to_bytes(2, "big")
 
 # Bytes read ahead of the request being served before reading stops (asyncio streams' default limit,
 # which the connection read through before, paused its transport at twice this).
@@ -296,6 +298,11 @@ class Connection(asyncio.Protocol):
                 return
         elif key == _OFFSET_COMMIT_KEY_BYTES and self._offset_commit(payload):
             return
+        elif key == _OFFSET_FETCH_KEY_BYTES:
+            response = self._offset_fetch(payload)
+            if response is not None:
+                self._write(response)
+                return
         self._start(self._handle(payload))
 
     def _start(self, coro: Coroutine[Any, Any, bytes | None]) -> None:
@@ -328,6 +335,20 @@ class Connection(asyncio.Protocol):
         else:
             self._wait_for(pending)
         return True
+
+    def _offset_fetch(self, payload: bytes) -> bytes | None:
+        """The OffsetFetch fast path (protocol/offset_fetch_wire.py): answered in this call. None: not a
+        shape it takes, or a group's lock is taken — the generic way."""
+        req = parse_offset_fetch(payload)
+        if req is None:
+            return None
+        self._note_client_id(req.client_id)
+        try:
+            return self._handlers.offset_fetch_now(req, self._access)
+        except Exception:
+            log.exception("handler_failed", api="OffsetFetch", api_version=req.api_version,
+                          correlation_id=req.correlation_id)
+            raise _CloseConnection from None
 
     def _note_client_id(self, client_id: str | None) -> None:
         if client_id != self._client_id:

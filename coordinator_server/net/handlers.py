@@ -44,6 +44,7 @@ from protocol.broker_messages import ControlledShutdownResponse
 from protocol.errors import Errors, KafkaError
 from protocol.framing import EncodedResponse, ParsedHeader, api_versions_body
 from protocol.offset_commit_wire import OffsetCommitWire
+from protocol.offset_fetch_wire import OffsetFetchWire
 
 log = structlog.get_logger("coordinator_server.net")
 
@@ -154,6 +155,10 @@ class RequestHandlers:
     def offset_commit_nowait(self, req: OffsetCommitWire, access: Access) -> asyncio.Future[bytes] | None:
         """The OffsetCommit fast path (see OffsetHandlers.offset_commit_nowait)."""
         return self._offsets.offset_commit_nowait(req, access)
+
+    def offset_fetch_now(self, req: OffsetFetchWire, access: Access) -> bytes | None:
+        """The OffsetFetch fast path (see OffsetHandlers.offset_fetch_now)."""
+        return self._offsets.offset_fetch_now(req, access)
 
     async def handle(self, request: ApiMessage, ctx: RequestContext) -> ApiMessage | EncodedResponse | None:
         return await self._handlers[ctx.header.api_key](request, ctx)

@@ -26,6 +26,7 @@ from coordinator_server.security.authorizer import Access
 from protocol import offset_messages as om
 from protocol.errors import Errors
 from protocol.offset_commit_wire import OffsetCommitWire, offset_commit_response_frame
+from protocol.offset_fetch_wire import FetchedGroupWire, OffsetFetchWire, offset_fetch_response_frame
 
 
 class OffsetRuntime(Protocol):
@@ -33,6 +34,7 @@ class OffsetRuntime(Protocol):
     def offset_commit_nowait(self, inp: OffsetCommitInput, on_result: Callable[[OffsetCommitResult], None],
                              on_failure: Callable[[BaseException], None]) -> bool: ...
     async def offset_fetch(self, inp: OffsetFetchInput) -> OffsetFetchResult: ...
+    def offset_fetch_now(self, inp: OffsetFetchInput) -> OffsetFetchResult | None: ...
     async def offset_delete(self, inp: OffsetDeleteInput) -> OffsetDeleteResult: ...
 
 
@@ -79,25 +81,53 @@ class OffsetHandlers:
         return reply.future
 
     async def offset_fetch(self, req: Any, version: int, access: Access) -> Any:
-        # No topic-existence check on fetch: unknown topics simply have no committed offset.
-        results = [(inp, await self._fetch_one(inp, access)) for inp in om.offset_fetch_inputs(req, version)]
+        results = []
+        for inp in om.offset_fetch_inputs(req, version):
+            query, finish = self._fetch_query(inp, access)
+            results.append((inp, finish(await self.runtime.offset_fetch(query) if query is not None else None)))
         return om.offset_fetch_response(results, version)
 
-    async def _fetch_one(self, inp: OffsetFetchInput, access: Access) -> OffsetFetchResult:
+    def offset_fetch_now(self, req: OffsetFetchWire, access: Access) -> bytes | None:
+        """The fast path's OffsetFetch (protocol/offset_fetch_wire.py): the same rules as `offset_fetch`,
+        answered at once with the framed response. None, having answered nothing, when a request of one of
+        the groups holds its lock (a commit being written): the generic path then waits its turn."""
+        started = time.perf_counter()
+        answers: list[FetchedGroupWire] = []
+        codes: list[int] = []
+        for g in req.groups:
+            inp = OffsetFetchInput(g.group_id, g.partitions, req.require_stable, req.api_version, g.member_id,
+                                   g.member_epoch)
+            query, finish = self._fetch_query(inp, access)
+            if query is None:
+                res = finish(None)
+            else:
+                fetched = self.runtime.offset_fetch_now(query)
+                if fetched is None:
+                    return None
+                res = finish(fetched)
+            topics = [(name, [(o.partition, o.offset, o.leader_epoch, o.metadata, int(o.error)) for o in offsets])
+                      for name, offsets in om.fetched_by_topic(inp, res).items()]
+            answers.append((g.group_id, int(res.error), topics))
+            codes.append(int(res.error))
+            codes.extend(p[4] for _, partitions in topics for p in partitions)
+        metrics.observe_request_errors("OffsetFetch", req.api_version, time.perf_counter() - started, codes)
+        return offset_fetch_response_frame(req.correlation_id, answers)
+
+    def _fetch_query(self, inp: OffsetFetchInput, access: Access
+                     ) -> tuple[OffsetFetchInput | None, Callable[[OffsetFetchResult | None], OffsetFetchResult]]:
+        """What to ask the coordinator for one group (None: nothing, the answer is known), and how its
+        result becomes the answer: the authorization rules, shared by the generic and the fast path."""
         if not access.group("DESCRIBE", inp.group_id):
-            return OffsetFetchResult(Errors.GROUP_AUTHORIZATION_FAILED, [])
+            return None, lambda _res: OffsetFetchResult(Errors.GROUP_AUTHORIZATION_FAILED, [])
         if inp.partitions is None:  # fetch-all: topics the caller may not describe are silently dropped
-            res = await self.runtime.offset_fetch(inp)
-            res.offsets = [o for o in res.offsets if access.topic("DESCRIBE", o.topic)]
-            return res
+            if access.authorizer is None:
+                return inp, _fetched
+            return inp, lambda res: _visible(_fetched(res), access)
         denied = {t for t, _ in inp.partitions if not access.topic("DESCRIBE", t)}
         if not denied:
-            return await self.runtime.offset_fetch(inp)
+            return inp, _fetched
         allowed = tuple((t, p) for t, p in inp.partitions if t not in denied)
-        res = await self.runtime.offset_fetch(dataclasses.replace(inp, partitions=allowed))
-        res.offsets += [FetchedOffset(t, p, -1, -1, "", Errors.TOPIC_AUTHORIZATION_FAILED)
-                        for t, p in inp.partitions if t in denied]
-        return res
+        return dataclasses.replace(inp, partitions=allowed), lambda res: _with_denied(_fetched(res), inp, denied)
 
     async def offset_delete(self, req: Any, version: int, access: Access) -> Any:
         if not access.group("DELETE", req.group_id):
@@ -134,6 +164,23 @@ class _CommitReply:
     def failed(self, e: BaseException) -> None:
         if not self.future.done():
             self.future.set_exception(e)
+
+
+def _fetched(res: OffsetFetchResult | None) -> OffsetFetchResult:
+    assert res is not None  # asked of the coordinator: it answered
+    return res
+
+
+def _visible(res: OffsetFetchResult, access: Access) -> OffsetFetchResult:
+    res.offsets = [o for o in res.offsets if access.topic("DESCRIBE", o.topic)]
+    return res
+
+
+def _with_denied(res: OffsetFetchResult, inp: OffsetFetchInput, denied: set[str]) -> OffsetFetchResult:
+    assert inp.partitions is not None
+    res.offsets += [FetchedOffset(t, p, -1, -1, "", Errors.TOPIC_AUTHORIZATION_FAILED)
+                    for t, p in inp.partitions if t in denied]
+    return res
 
 
 def _denied_as_29(unknown: list[PartitionResult], denied: set[str]) -> list[PartitionResult]:
