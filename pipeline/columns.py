@@ -34,6 +34,7 @@ from __future__ import annotations
 import struct
 import warnings
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -294,15 +295,23 @@ def _record_head(buf: Any, pos: int, first_ts: int, base_offset: int) -> tuple[i
 
 
 def _commit_key(key: bytes, strings: _Strings) -> Any:
-    """(group, topic, partition) of an OffsetCommitKey; _GENERIC for any other key, or one that does not
-    decode (the generic path reports it)."""
+    """(group, topic, partition) of an OffsetCommitKey, the strings as indexes into `strings`; _GENERIC for
+    any other key, or one that does not decode (the generic path reports it)."""
+    k = _decoded_commit_key(key)
+    return _GENERIC if k is None else (strings(k[0]), strings(k[1]), k[2])
+
+
+@lru_cache(maxsize=1 << 16)
+def _decoded_commit_key(key: bytes) -> tuple[str, str, int] | None:
+    """(group, topic, partition) of an OffsetCommitKey, None for any other key. Cached for the worker's
+    life: a partition's keys recur in every segment and range of it (a range's own cache starts empty)."""
     try:
         k = decode_key(key)
     except RecordDecodeError:
-        return _GENERIC
+        return None
     if isinstance(k, tuple) and k[0] == OFFSET_COMMIT_KEY and k[2] is not None:
-        return strings(k[1]), strings(k[2][0]), k[2][1]
-    return _GENERIC
+        return k[1], k[2][0], k[2][1]
+    return None
 
 
 def _flat_commits(base: dict[str, Any], strings: _Strings, commits: list[Any]) -> pa.RecordBatch:

@@ -33,6 +33,9 @@ MAX_KEY = 255  # longer keys (never an offset commit's in practice) go the per-r
 _V3 = np.dtype([("version", ">i2"), ("offset", ">i8"), ("epoch", ">i4"), ("mlen", ">i2"), ("ts", ">i8")])
 V3_SIZE = 24
 _SIX = np.arange(6)
+with np.errstate(over="ignore"):  # the powers of a 64-bit hash wrap around, as meant
+    _POWERS = np.cumprod(np.full((MAX_KEY + 7) // 8, 0x9E3779B97F4A7C15, dtype=np.uint64), dtype=np.uint64)
+_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)  # the low k bytes of a word
 
 
 @dataclass
@@ -96,20 +99,38 @@ def scan(u8: np.ndarray, starts: np.ndarray, ends: np.ndarray, base_offsets: np.
 
 
 def key_ids(u8: np.ndarray, key_pos: np.ndarray, key_len: np.ndarray,
-            key_of: Callable[[bytes], Any]) -> tuple[list[Any], np.ndarray]:
+            key_of: Callable[[bytes], Any], powers: np.ndarray | None = None) -> tuple[list[Any], np.ndarray]:
     """(what `key_of` says of each distinct key, the index of each record's key into that list), for
-    records with a key of at most `MAX_KEY` bytes (the caller takes the others)."""
+    records with a key of at most `MAX_KEY` bytes (the caller takes the others). `powers`: the hash's
+    multipliers, one a word (the tests give zeros to make every key of a length collide).
+
+    Each key is read as little-endian 64-bit words (a view of the buffer at every byte offset, no copy),
+    its tail masked: the words and the length are the key, exactly. A 64-bit hash of them finds the
+    classes with one integer sort; every key is then compared word for word with its class's first, and
+    a collision (which would take two keys of one chunk) falls back to sorting the words themselves."""
     if len(key_pos) == 0:
         return [], np.zeros(0, dtype=np.int64)
-    width = int(key_len.max())
-    idx = np.minimum(key_pos[:, None] + np.arange(width), len(u8) - 1)
-    matrix = np.where(np.arange(width) < key_len[:, None], u8[idx], 0).astype(np.uint8)
-    # The length goes in too: a key and the same key with trailing zero bytes are different keys.
-    rows = np.hstack([key_len.astype(">u2").view(np.uint8).reshape(-1, 2), matrix])
-    rows = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
-    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    words = np.ndarray(shape=(len(u8) - 7,), dtype="<u8", buffer=u8, strides=(1,))
+    last = len(u8) - 8
+    matrix = np.empty((len(key_pos), (int(key_len.max()) + 7) // 8), dtype=np.uint64)
+    for j in range(matrix.shape[1]):
+        at = key_pos + 8 * j
+        # A word that would run past the buffer is read at its end and shifted down (little-endian).
+        shift = (8 * np.maximum(at - last, 0)).astype(np.uint64)
+        matrix[:, j] = (words[np.minimum(at, last)] >> shift) & _MASKS[np.clip(key_len - 8 * j, 0, 8)]
+    lengths = key_len.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        hashes = matrix @ (_POWERS if powers is None else powers)[:matrix.shape[1]] + lengths
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not ((matrix == matrix[first[inverse]]).all() and (lengths == lengths[first[inverse]]).all()):
+        rows = np.ascontiguousarray(np.hstack([lengths[:, None], matrix]))
+        rows = rows.view(np.dtype((np.void, rows.shape[1] * 8))).ravel()
+        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    del words
     keys = [key_of(u8[key_pos[i]:key_pos[i] + key_len[i]].tobytes()) for i in first.tolist()]
-    return keys, inverse.reshape(-1)
+    return keys, inverse
 
 
 def v3_values(u8: np.ndarray, value_pos: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
