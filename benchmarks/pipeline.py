@@ -105,7 +105,10 @@ def decode_main(data_dir: Path, whole: bool) -> dict[str, Any]:
 
 
 def _import_decoder(batches: Iterator[Any]) -> Iterator[Any]:
-    # The imports are the point: the measured job then finds them done in every worker.
+    # The imports are the point: the measured job then finds them done in every worker. pandas too:
+    # pyarrow imports it at its first conversion of any array (~0.3 s of a worker's start-up).
+    import pandas  # noqa: F401
+
     import pipeline.columns
     import pipeline.reader  # noqa: F401
 

@@ -1,7 +1,7 @@
 """Analytics over the coordinator's log with Apache Spark (docs/pipeline.md).
 
 * `pipeline.columns` — what each Spark task runs: `__consumer_offsets` bytes -> Arrow batches, column-wise,
-  parsed by hand as the server's replay does;
+  parsed by hand as the server's replay does (the records of many batches at once: `pipeline.lockstep`);
 * `pipeline.decode`  — pure Python: segment bytes -> rows the generic way (kafka-python's batches), the
   fallback and reference of `columns`, and the topic segments' batch headers (no Spark import);
 * `pipeline.schema`  — the row schemas, shared by the driver and the workers;

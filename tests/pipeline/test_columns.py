@@ -110,8 +110,10 @@ def _generic(content: bytes, start: int = 0, end: int | None = None) -> list[dic
                                          schema=columns.record_arrow_schema()).to_pylist())
 
 
-def _columnar(content: Any, start: int = 0, end: int | None = None, rows_per_batch: int = 5) -> list[dict[str, Any]]:
-    batches = list(columns.offsets_batches(WHERE, content, start, end, rows_per_batch=rows_per_batch))
+def _columnar(content: Any, start: int = 0, end: int | None = None, rows_per_batch: int = 5,
+              lockstep_min: int = columns.LOCKSTEP_MIN_BATCHES) -> list[dict[str, Any]]:
+    batches = list(columns.offsets_batches(WHERE, content, start, end, rows_per_batch=rows_per_batch,
+                                           lockstep_min=lockstep_min))
     assert all(b.schema == columns.record_arrow_schema() for b in batches)
     return _sorted(pa.Table.from_batches(batches, schema=columns.record_arrow_schema()).to_pylist())
 
@@ -120,6 +122,14 @@ def _columnar(content: Any, start: int = 0, end: int | None = None, rows_per_bat
 @given(_batches())
 def test_columns_give_the_generic_rows(content: bytes) -> None:
     assert _columnar(content) == _generic(content)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_batches(), st.integers(1, 40))
+def test_the_lockstep_parser_gives_the_generic_rows(content: bytes, rows_per_batch: int) -> None:
+    # Every step of pipeline.lockstep taken, however few batches are left (the default leaves a small
+    # log's batches to the per-record parser), over chunks of any size.
+    assert _columnar(content, rows_per_batch=rows_per_batch, lockstep_min=1) == _generic(content)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
