@@ -16,7 +16,7 @@ import contextvars
 import functools
 import time
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import structlog
 
@@ -58,6 +58,7 @@ from protocol.errors import Errors
 log = structlog.get_logger("coordinator_server.runtime")
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class ReplicationGate(Protocol):
@@ -101,6 +102,17 @@ class KeyedLocks:
     def release(self, key: str) -> None:
         self._locks[key][0].release()
         self._release_ref(key)
+
+    def hold_or_wait(self, key: str) -> asyncio.Future[None] | None:
+        """Take `key` now if nobody holds or waits for it (None), else queue for it like `hold` does and get
+        a future resolved once it is handed over; either way the caller then calls `release(key)`."""
+        lock = self._acquire_ref(key)
+        if not lock.locked and not lock.waiters:
+            lock.locked = True
+            return None
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        lock.waiters.append(waiter)
+        return waiter
 
     def _acquire_ref(self, key: str) -> _KeyLock:
         lock, refs = self._locks.get(key, (None, 0))
@@ -319,6 +331,16 @@ class CoordinatorRuntime:
     async def sync_group(self, inp: SyncGroupInput) -> SyncGroupResult:
         return await self._parked_call(inp.group_id, lambda now, reply: self.coordinator.handle_sync_group(inp, now, reply))
 
+    def join_group_nowait(self, inp: JoinGroupInput, on_result: Callable[[JoinGroupResult], None],
+                          on_failure: Callable[[BaseException], None]) -> None:
+        """`join_group` without a task or a coroutine (see `_parked_nowait`)."""
+        self._parked_nowait(inp.group_id, self.coordinator.handle_join_group, inp, on_result, on_failure)
+
+    def sync_group_nowait(self, inp: SyncGroupInput, on_result: Callable[[SyncGroupResult], None],
+                          on_failure: Callable[[BaseException], None]) -> None:
+        """`sync_group` without a task or a coroutine (see `_parked_nowait`)."""
+        self._parked_nowait(inp.group_id, self.coordinator.handle_sync_group, inp, on_result, on_failure)
+
     def heartbeat(self, inp: HeartbeatInput) -> Errors:
         """Synchronous, the hot path: a heartbeat takes no lock and writes nothing. Timers it finds due
         run after it, as after any call; what they write is theirs to wait for (their own responses wait
@@ -420,6 +442,50 @@ class CoordinatorRuntime:
             await self._after_core_call()
         # Parked requests (a JoinGroup waiting for the others) resolve later, from another call.
         return await future
+
+    def _parked_nowait(self, group_id: str, handle: Callable[[T, int, Callable[[R], None]], None], inp: T,
+                       on_result: Callable[[R], None], on_failure: Callable[[BaseException], None]) -> None:
+        """`_parked_call` for the connection's fast path, with callbacks instead of a task: the group's lock
+        is taken at once when free, else once handed over (in turn with the awaiting callers); the core is
+        called and the lock released once the appends of this call are complete. `on_result` gets the core's
+        reply once both the reply is there and those appends are complete (a parked JoinGroup's reply comes
+        later, from another member's call; a first JoinGroup's MEMBER_ID_REQUIRED comes at once but waits
+        for the group's record). `on_failure`: a bug met in the core or while writing."""
+        waiter = self.locks.hold_or_wait(group_id)
+        if waiter is None:
+            self._call_parked(group_id, handle, inp, on_result, on_failure)
+        else:
+            waiter.add_done_callback(lambda _held: self._call_parked(group_id, handle, inp, on_result, on_failure))
+
+    def _call_parked(self, group_id: str, handle: Callable[[T, int, Callable[[R], None]], None], inp: T,
+                     on_result: Callable[[R], None], on_failure: Callable[[BaseException], None]) -> None:
+        """The group's lock is held: call the core, and release the lock once the call's appends are done."""
+        parked = _ParkedReply(on_result)
+        try:
+            handle(inp, self._now_ms(), parked.reply)
+            self._advance_clock(self._now_ms())
+            self._arm_timer()
+            appends = self.coordinator.take_appends()
+        except Exception as e:
+            self.locks.release(group_id)
+            on_failure(e)
+            return
+        except BaseException:
+            self.locks.release(group_id)
+            raise
+        if not appends:
+            self.locks.release(group_id)
+            parked.written()
+            return
+
+        def written(future: asyncio.Future[None]) -> None:
+            self.locks.release(group_id)
+            if not future.cancelled() and future.exception() is not None:
+                on_failure(future.exception())  # type: ignore[arg-type]
+            else:
+                parked.written()
+
+        self._spawn_writes(appends).add_done_callback(written)
 
     # -- the clock and the one timer -----------------------------------------------------------------
 
@@ -608,6 +674,32 @@ class CoordinatorRuntime:
 
     def _wall_ms(self) -> int:
         return self._now_ms() + self.coordinator.wall_offset_ms
+
+
+class _ParkedReply(Generic[R]):
+    """The core's reply to a request taken by `_parked_nowait`, passed on once the call's appends are
+    complete too (only the first reply counts, as in `_parked_call`)."""
+
+    __slots__ = ("durable", "has_result", "on_result", "result")
+
+    def __init__(self, on_result: Callable[[R], None]) -> None:
+        self.on_result = on_result
+        self.durable = False
+        self.has_result = False
+        self.result: R | None = None
+
+    def reply(self, result: R) -> None:
+        if self.has_result:
+            return
+        self.has_result = True
+        self.result = result
+        if self.durable:
+            self.on_result(result)
+
+    def written(self) -> None:
+        self.durable = True
+        if self.has_result:
+            self.on_result(self.result)  # type: ignore[arg-type]
 
 
 class _Writes:
