@@ -16,7 +16,7 @@ import contextvars
 import functools
 import time
 from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import structlog
 
@@ -113,6 +113,11 @@ class KeyedLocks:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         lock.waiters.append(waiter)
         return waiter
+
+    def last_waiter(self, key: str) -> asyncio.Future[None] | None:
+        """The waiter queued last for `key`, if any."""
+        entry = self._locks.get(key)
+        return entry[0].waiters[-1] if entry is not None and entry[0].waiters else None
 
     def _acquire_ref(self, key: str) -> _KeyLock:
         lock, refs = self._locks.get(key, (None, 0))
@@ -219,6 +224,8 @@ class CoordinatorRuntime:
         # Set in a cluster (app.py): appends then complete once replicated, not once locally durable.
         self.replication: ReplicationGate | None = None
         self._loads: dict[int, asyncio.Task[None]] = {}
+        # Per group, the fast-path calls queued behind the last waiter for its lock (_parked_nowait).
+        self._batches: dict[str, _NowaitBatch] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -450,42 +457,77 @@ class CoordinatorRuntime:
         called and the lock released once the appends of this call are complete. `on_result` gets the core's
         reply once both the reply is there and those appends are complete (a parked JoinGroup's reply comes
         later, from another member's call; a first JoinGroup's MEMBER_ID_REQUIRED comes at once but waits
-        for the group's record). `on_failure`: a bug met in the core or while writing."""
+        for the group's record). `on_failure`: a bug met in the core or while writing.
+
+        Calls that find the lock taken queue as one batch while nobody queues behind them: a rebalance's
+        requests arrive together, and once the group's record is being written every one of them waits, so
+        one lock waiter (and one loop callback per `_BATCH_PER_CALLBACK`) stands for many of them."""
+        call = _NowaitCall(handle, inp, on_result, on_failure, None)
+        batch = self._batches.get(group_id)
+        if batch is not None and self.locks.last_waiter(group_id) is batch.waiter:
+            batch.calls.append(call._replace(context=contextvars.copy_context()))
+            return
         waiter = self.locks.hold_or_wait(group_id)
         if waiter is None:
-            self._call_parked(group_id, handle, inp, on_result, on_failure)
-        else:
-            waiter.add_done_callback(lambda _held: self._call_parked(group_id, handle, inp, on_result, on_failure))
+            self._run_held(group_id, [call], 0)
+            return
+        batch = _NowaitBatch(waiter, [call._replace(context=contextvars.copy_context())])
+        self._batches[group_id] = batch
+        waiter.add_done_callback(lambda _held: self._start_batch(group_id, batch))
 
-    def _call_parked(self, group_id: str, handle: Callable[[T, int, Callable[[R], None]], None], inp: T,
-                     on_result: Callable[[R], None], on_failure: Callable[[BaseException], None]) -> None:
-        """The group's lock is held: call the core, and release the lock once the call's appends are done."""
-        parked = _ParkedReply(on_result)
+    def _start_batch(self, group_id: str, batch: _NowaitBatch) -> None:
+        if self._batches.get(group_id) is batch:
+            del self._batches[group_id]  # handed the lock: calls arriving from now on queue behind it
+        self._run_held(group_id, batch.calls, 0)
+
+    def _run_held(self, group_id: str, calls: list[_NowaitCall], start: int) -> None:
+        """The group's lock is held for `calls[start:]`: each is made in turn, in its own request's context,
+        the lock passing from one to the next without being released; a call's appends are waited for before
+        the next; the lock is released after the last. A long queue yields to the loop every
+        `_BATCH_PER_CALLBACK` calls (other groups' requests are served in between)."""
+        end = min(len(calls), start + _BATCH_PER_CALLBACK)
         try:
-            handle(inp, self._now_ms(), parked.reply)
+            for i in range(start, end):
+                call = calls[i]
+                writes = self._call_held(call) if call.context is None else call.context.run(self._call_held, call)
+                if writes is not None:
+                    writes.add_done_callback(functools.partial(self._run_held_after, group_id, calls, i + 1))
+                    return
+        except BaseException:
+            self.locks.release(group_id)
+            raise
+        if end < len(calls):
+            self.loop.call_soon(self._run_held, group_id, calls, end)
+        else:
+            self.locks.release(group_id)
+
+    def _run_held_after(self, group_id: str, calls: list[_NowaitCall], start: int, _written: object) -> None:
+        self._run_held(group_id, calls, start)
+
+    def _call_held(self, call: _NowaitCall) -> asyncio.Future[None] | None:
+        """Call the core for one request; the future of its appends when it made any."""
+        parked = _ParkedReply(call.on_result)
+        try:
+            call.handle(call.inp, self._now_ms(), parked.reply)
             self._advance_clock(self._now_ms())
             self._arm_timer()
             appends = self.coordinator.take_appends()
         except Exception as e:
-            self.locks.release(group_id)
-            on_failure(e)
-            return
-        except BaseException:
-            self.locks.release(group_id)
-            raise
+            call.on_failure(e)
+            return None
         if not appends:
-            self.locks.release(group_id)
             parked.written()
-            return
+            return None
 
         def written(future: asyncio.Future[None]) -> None:
-            self.locks.release(group_id)
             if not future.cancelled() and future.exception() is not None:
-                on_failure(future.exception())  # type: ignore[arg-type]
+                call.on_failure(future.exception())  # type: ignore[arg-type]
             else:
                 parked.written()
 
-        self._spawn_writes(appends).add_done_callback(written)
+        writes = self._spawn_writes(appends)
+        writes.add_done_callback(written)
+        return writes
 
     # -- the clock and the one timer -----------------------------------------------------------------
 
@@ -674,6 +716,28 @@ class CoordinatorRuntime:
 
     def _wall_ms(self) -> int:
         return self._now_ms() + self.coordinator.wall_offset_ms
+
+
+# Queued fast-path calls of one group made per loop callback once its lock is handed over.
+_BATCH_PER_CALLBACK = 64
+
+
+class _NowaitCall(NamedTuple):
+    handle: Callable[[Any, int, Callable[[Any], None]], None]
+    inp: Any
+    on_result: Callable[[Any], None]
+    on_failure: Callable[[BaseException], None]
+    context: contextvars.Context | None  # the request's, when it runs from a queue
+
+
+class _NowaitBatch:
+    """Fast-path calls queued, in order, behind one waiter for their group's lock."""
+
+    __slots__ = ("calls", "waiter")
+
+    def __init__(self, waiter: asyncio.Future[None], calls: list[_NowaitCall]) -> None:
+        self.waiter = waiter
+        self.calls = calls
 
 
 class _ParkedReply(Generic[R]):

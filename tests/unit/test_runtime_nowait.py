@@ -1,7 +1,8 @@
 """CoordinatorRuntime._parked_nowait, the JoinGroup/SyncGroup fast path without a task: the same order of
 effects as `_parked_call`. A reply goes out only once the call's own appends are durable; a request that finds
-the group's lock taken waits its turn behind everyone already waiting, whichever path they came by; a bug in
-the core or in a write fails the request and frees the lock."""
+the group's lock taken waits its turn behind everyone already waiting, whichever path they came by (queued
+fast-path requests run as a batch, a slice per loop callback); a bug in the core or in a write fails the
+request and frees the lock."""
 from __future__ import annotations
 
 import asyncio
@@ -107,3 +108,24 @@ async def test_a_bug_fails_the_request_and_frees_the_lock(setup: Any) -> None:
         await asyncio.sleep(0)
     assert [str(e) for e in calls.failures] == ["core bug", "completion bug"]
     assert calls.results == ["answer-next"] and len(runtime.locks) == 0
+
+
+async def test_a_long_queue_runs_in_order_a_slice_per_loop_callback(setup: Any) -> None:
+    runtime, log, core = setup
+    calls = Calls(core)
+    calls.nowait(runtime, "record", emit=True)
+    names = [f"join-{i}" for i in range(200)]
+    for name in names:
+        calls.nowait(runtime, name)
+    awaiting = asyncio.get_running_loop().create_task(
+        runtime._parked_call("g", lambda now, reply: calls.handle()("leave", now, reply)))
+    await asyncio.sleep(0)
+    log.done("record")
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert 1 < len(calls.order) < 201  # other work of the loop gets a turn within the queue
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert calls.order == ["record", *names, "leave"]  # the awaiting caller queued behind them all
+    assert calls.results == [f"answer-{n}" for n in ["record", *names]]
+    assert awaiting.done() and len(runtime.locks) == 0
