@@ -103,18 +103,19 @@ class KeyedLocks:
         self._locks[key][0].release()
         self._release_ref(key)
 
-    def hold_or_wait(self, key: str) -> asyncio.Future[None] | None:
-        """Take `key` now if nobody holds or waits for it (None), else queue for it like `hold` does and get
-        a future resolved once it is handed over; either way the caller then calls `release(key)`."""
+    def hold_or_queue(self, key: str, on_held: Callable[[], None]) -> _QueuedCaller | None:
+        """Take `key` now if nobody holds or waits for it (None); else queue for it, in turn with `hold`'s
+        callers, and `on_held` is called once it is handed over (from the release that hands it over, not a
+        later loop turn). Either way the caller then calls `release(key)`."""
         lock = self._acquire_ref(key)
         if not lock.locked and not lock.waiters:
             lock.locked = True
             return None
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter = _QueuedCaller(on_held)
         lock.waiters.append(waiter)
         return waiter
 
-    def last_waiter(self, key: str) -> asyncio.Future[None] | None:
+    def last_waiter(self, key: str) -> asyncio.Future[None] | _QueuedCaller | None:
         """The waiter queued last for `key`, if any."""
         entry = self._locks.get(key)
         return entry[0].waiters[-1] if entry is not None and entry[0].waiters else None
@@ -137,6 +138,23 @@ class KeyedLocks:
         return len(self._locks)
 
 
+class _QueuedCaller:
+    """A waiter of `KeyedLocks.hold_or_queue`: called back when handed the lock."""
+
+    __slots__ = ("handed", "on_held")
+
+    def __init__(self, on_held: Callable[[], None]) -> None:
+        self.on_held = on_held
+        self.handed = False
+
+    def done(self) -> bool:
+        return self.handed
+
+    def set_result(self, _result: None) -> None:
+        self.handed = True
+        self.on_held()
+
+
 class _KeyLock:
     """A FIFO lock (as asyncio.Lock) whose release hands it straight to the first waiter."""
 
@@ -144,7 +162,7 @@ class _KeyLock:
 
     def __init__(self) -> None:
         self.locked = False
-        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.waiters: collections.deque[asyncio.Future[None] | _QueuedCaller] = collections.deque()
 
     async def acquire(self) -> None:
         if not self.locked and not self.waiters:
@@ -461,24 +479,26 @@ class CoordinatorRuntime:
 
         Calls that find the lock taken queue as one batch while nobody queues behind them: a rebalance's
         requests arrive together, and once the group's record is being written every one of them waits, so
-        one lock waiter (and one loop callback per `_BATCH_PER_CALLBACK`) stands for many of them."""
+        one lock waiter stands for many of them. The batch starts from the release that hands it the lock,
+        so its answers go out with those of the call that held it, not a loop turn later."""
         call = _NowaitCall(handle, inp, on_result, on_failure, None)
         batch = self._batches.get(group_id)
         if batch is not None and self.locks.last_waiter(group_id) is batch.waiter:
             batch.calls.append(call._replace(context=contextvars.copy_context()))
             return
-        waiter = self.locks.hold_or_wait(group_id)
+        calls: list[_NowaitCall] = []
+        waiter = self.locks.hold_or_queue(group_id, lambda: self._start_batch(group_id, calls))
         if waiter is None:
             self._run_held(group_id, [call], 0)
             return
-        batch = _NowaitBatch(waiter, [call._replace(context=contextvars.copy_context())])
-        self._batches[group_id] = batch
-        waiter.add_done_callback(lambda _held: self._start_batch(group_id, batch))
+        calls.append(call._replace(context=contextvars.copy_context()))
+        self._batches[group_id] = _NowaitBatch(waiter, calls)
 
-    def _start_batch(self, group_id: str, batch: _NowaitBatch) -> None:
-        if self._batches.get(group_id) is batch:
+    def _start_batch(self, group_id: str, calls: list[_NowaitCall]) -> None:
+        batch = self._batches.get(group_id)
+        if batch is not None and batch.calls is calls:
             del self._batches[group_id]  # handed the lock: calls arriving from now on queue behind it
-        self._run_held(group_id, batch.calls, 0)
+        self._run_held(group_id, calls, 0)
 
     def _run_held(self, group_id: str, calls: list[_NowaitCall], start: int) -> None:
         """The group's lock is held for `calls[start:]`: each is made in turn, in its own request's context,
@@ -735,7 +755,7 @@ class _NowaitBatch:
 
     __slots__ = ("calls", "waiter")
 
-    def __init__(self, waiter: asyncio.Future[None], calls: list[_NowaitCall]) -> None:
+    def __init__(self, waiter: _QueuedCaller, calls: list[_NowaitCall]) -> None:
         self.waiter = waiter
         self.calls = calls
 
