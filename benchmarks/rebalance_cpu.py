@@ -39,12 +39,8 @@ from coordinator_server.storage.group_commit import GroupCommitWriter
 from coordinator_server.topics.group_image import StoreTopicsImage
 from coordinator_server.topics.store import TopicStore
 
-from .members import MEMBER_ID_REQUIRED, REJOIN, SESSION_MS
+from .members import HEARTBEAT_INTERVAL_S, MEMBER_ID_REQUIRED, REJOIN, SESSION_MS
 from .wire import heartbeat_frame, join_frame, read_join_answer, sync_error, sync_frame
-
-# Shorter than the bench's 3 s (a synced member's heartbeat is what tells it of a later generation): the
-# figure is CPU, which waiting does not add to, and a small run then takes a moment rather than seconds.
-HEARTBEAT_INTERVAL_S = 0.2
 
 
 class _Run:
@@ -170,7 +166,8 @@ class _Member:
         if len(run.synced) == run.size and all(g == self.generation for g in run.synced.values()):
             run.done.set_result(None)
         else:
-            # Synced in an earlier generation than the last: a heartbeat tells it to rejoin, as in the bench.
+            # Synced in an earlier generation than the last: a heartbeat tells it to rejoin, as in the bench
+            # (every 3 s: a shorter interval would add heartbeats to a large rebalance that the bench has not).
             run.loop.call_later(HEARTBEAT_INTERVAL_S, self.heartbeat)
         return None
 

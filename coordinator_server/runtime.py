@@ -481,17 +481,16 @@ class CoordinatorRuntime:
         requests arrive together, and once the group's record is being written every one of them waits, so
         one lock waiter stands for many of them. The batch starts from the release that hands it the lock,
         so its answers go out with those of the call that held it, not a loop turn later."""
-        call = _NowaitCall(handle, inp, on_result, on_failure, None)
         batch = self._batches.get(group_id)
         if batch is not None and self.locks.last_waiter(group_id) is batch.waiter:
-            batch.calls.append(call._replace(context=contextvars.copy_context()))
+            batch.calls.append(_NowaitCall(handle, inp, on_result, on_failure, contextvars.copy_context()))
             return
         calls: list[_NowaitCall] = []
         waiter = self.locks.hold_or_queue(group_id, lambda: self._start_batch(group_id, calls))
         if waiter is None:
-            self._run_held(group_id, [call], 0)
+            self._run_held(group_id, [_NowaitCall(handle, inp, on_result, on_failure, None)], 0)
             return
-        calls.append(call._replace(context=contextvars.copy_context()))
+        calls.append(_NowaitCall(handle, inp, on_result, on_failure, contextvars.copy_context()))
         self._batches[group_id] = _NowaitBatch(waiter, calls)
 
     def _start_batch(self, group_id: str, calls: list[_NowaitCall]) -> None:
