@@ -479,10 +479,17 @@ class _FramedAnswer(Generic[R]):
         self.future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
 
     def result(self, result: R) -> None:
+        """Called by the core, often in a loop over a group's members: a bug encoding this answer closes this
+        connection (its future fails) and never reaches the core's loop."""
         if self.future.done():  # cancelled (the connection is shutting down)
             return
-        response = self.encode(result, self.version)
-        self.future.set_result(encode_response(response, self.correlation_id))
+        try:
+            response = self.encode(result, self.version)
+            frame = encode_response(response, self.correlation_id)
+        except Exception as e:
+            self.future.set_exception(e)
+            return
+        self.future.set_result(frame)
         metrics.observe_request(self.api, self.version, time.perf_counter() - self.started, response)
 
     def failed(self, error: BaseException) -> None:
