@@ -6,8 +6,9 @@ error code, so it follows whatever header and field layout the version has.
 """
 from __future__ import annotations
 
+import struct
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 with warnings.catch_warnings():
     # kafka-python 3.0.12 loads its schemas with deprecated importlib.resources calls on first import.
@@ -37,10 +38,10 @@ FETCH_OFFSETS_VERSION = 8  # what kafka-python 3 and librdkafka 2.16 send (one g
 _SENTINEL = 0x7ABC
 
 __all__ = [
-    "ApiVersionsRequest", "ApiVersionsResponse", "HeartbeatResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse",
+    "ApiVersionsRequest", "ApiVersionsResponse", "HeartbeatResponse", "JoinAnswer", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse",
     "SyncGroupRequest", "SyncGroupResponse",
     "commit_error_offset", "commit_frame", "encode", "fetch_offsets_error_offset", "fetch_offsets_frame", "heartbeat_error_offset", "heartbeat_frame",
-    "heartbeat_response",
+    "heartbeat_response", "join_frame", "read_join_answer", "sync_error", "sync_frame",
 ]
 
 
@@ -113,3 +114,83 @@ def _offset_of(framed: bytes) -> int:
     pos = framed.find(_SENTINEL.to_bytes(2, "big"))
     assert pos > 0 and framed.count(_SENTINEL.to_bytes(2, "big")) == 1, "sentinel error code not unique"
     return pos
+
+
+# -- the rebalance's own frames, built and read by hand ------------------------------------------------
+#
+# The members driver (`benchmarks/members.py`) sends 15,000 requests and reads as many answers in a
+# 5,000-member rebalance, on the same 2 cores as the server; with kafka-python's classes it spent about as
+# much CPU as the server did. These build the very bytes kafka-python builds (JoinGroup v5, SyncGroup v3,
+# client id "bench"; tests/unit/test_bench_wire.py holds them to it) and read the few answer fields the
+# driver needs, so what goes over the wire and what is timed stay the same.
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_JOIN_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id (then the client id)
+_CLIENT_ID = b"\x00\x05bench"
+
+
+def _s16(value: str) -> bytes:
+    raw = value.encode()
+    return _I16.pack(len(raw)) + raw
+
+
+def join_frame(group_id: str, session_ms: int, member_id: str, protocol: str, metadata: bytes,
+               correlation_id: int) -> bytes:
+    """JoinGroup v5 as `encode(JoinGroupRequest[5](...), correlation_id)` builds it: one protocol, no group
+    instance id, the rebalance timeout equal to the session timeout."""
+    body = b"".join((_JOIN_HEADER.pack(11, JOIN_VERSION, correlation_id), _CLIENT_ID, _s16(group_id),
+                     _I32.pack(session_ms), _I32.pack(session_ms), _s16(member_id), b"\xff\xff", _s16("consumer"),
+                     b"\x00\x00\x00\x01", _s16(protocol), _I32.pack(len(metadata)), metadata))
+    return _I32.pack(len(body)) + body
+
+
+def sync_frame(group_id: str, generation: int, member_id: str, assignments: list[tuple[str, bytes]],
+               correlation_id: int) -> bytes:
+    """SyncGroup v3 as `encode(SyncGroupRequest[3](...), correlation_id)` builds it (no group instance id)."""
+    parts = [_JOIN_HEADER.pack(14, SYNC_VERSION, correlation_id), _CLIENT_ID, _s16(group_id), _I32.pack(generation),
+             _s16(member_id), b"\xff\xff", _I32.pack(len(assignments))]
+    for assigned, assignment in assignments:
+        parts += (_s16(assigned), _I32.pack(len(assignment)), assignment)
+    body = b"".join(parts)
+    return _I32.pack(len(body)) + body
+
+
+class JoinAnswer(NamedTuple):
+    error_code: int
+    generation_id: int
+    leader: str
+    member_id: str
+    members: list[str]  # the member ids, in the leader's answer only
+
+
+def read_join_answer(payload: bytes) -> JoinAnswer:
+    """A JoinGroup v5 answer (header v0: correlation id; throttle time, error code, generation, protocol
+    name, leader, member id, members), without the members' metadata, which the driver does not read."""
+    error, generation = struct.unpack_from(">hi", payload, 8)
+    pos = 14
+    for _ in range(2):  # protocol name, leader
+        (n,) = _I16.unpack_from(payload, pos)
+        start, pos = pos + 2, pos + 2 + max(n, 0)
+    leader = payload[start:pos].decode()
+    (n,) = _I16.unpack_from(payload, pos)
+    member_id = payload[pos + 2:pos + 2 + n].decode()
+    pos += 2 + n
+    (count,) = _I32.unpack_from(payload, pos)
+    pos += 4
+    members = []
+    for _ in range(count):
+        (n,) = _I16.unpack_from(payload, pos)
+        members.append(payload[pos + 2:pos + 2 + n].decode())
+        pos += 2 + n
+        (n,) = _I16.unpack_from(payload, pos)  # group instance id, nullable
+        pos += 2 + max(n, 0)
+        (n,) = _I32.unpack_from(payload, pos)  # metadata
+        pos += 4 + n
+    return JoinAnswer(error, generation, leader, member_id, members)
+
+
+def sync_error(payload: bytes) -> int:
+    """The error code of a SyncGroup v3 answer (correlation id, throttle time, error code, assignment)."""
+    code: int = _I16.unpack_from(payload, 8)[0]
+    return code

@@ -239,14 +239,14 @@ def observe_request(api: str, version: int, seconds: float, response: object | N
         codes = response.error_codes if isinstance(response, EncodedResponse) else error_codes(response)
         for code in codes:
             if code:
-                ERRORS.labels(api, _error_names.get(code, str(code))).inc()
+                _count_error(api, code)
 
 
 def observe_request_error(api: str, version: int, seconds: float, error_code: int) -> None:
     """Count one request whose response carries a single top-level error code (the heartbeat fast path)."""
     REQUEST_TALLY.observe(api, version, seconds)
     if error_code:
-        ERRORS.labels(api, _error_names.get(error_code, str(error_code))).inc()
+        _count_error(api, error_code)
 
 
 def observe_request_errors(api: str, version: int, seconds: float, error_codes: Iterable[int]) -> None:
@@ -254,7 +254,19 @@ def observe_request_errors(api: str, version: int, seconds: float, error_codes: 
     REQUEST_TALLY.observe(api, version, seconds)
     for code in error_codes:
         if code:
-            ERRORS.labels(api, _error_names.get(code, str(code))).inc()
+            _count_error(api, code)
+
+
+# The labelled children of ERRORS, looked up once: `labels()` takes a lock and builds the key on every call,
+# and some errors are routine (every member's first JoinGroup is answered MEMBER_ID_REQUIRED).
+_error_counters: dict[tuple[str, int], Any] = {}
+
+
+def _count_error(api: str, code: int) -> None:
+    counter = _error_counters.get((api, code))
+    if counter is None:
+        counter = _error_counters[(api, code)] = ERRORS.labels(api, _error_names.get(code, str(code)))
+    counter.inc()
 
 
 _error_paths: dict[type, tuple[tuple[str, ...], ...]] = {}

@@ -16,7 +16,7 @@ import contextvars
 import functools
 import time
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import structlog
 
@@ -58,6 +58,7 @@ from protocol.errors import Errors
 log = structlog.get_logger("coordinator_server.runtime")
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class ReplicationGate(Protocol):
@@ -106,6 +107,23 @@ class KeyedLocks:
         self._locks[key][0].release()
         self._release_ref(key)
 
+    def hold_or_queue(self, key: str, on_held: Callable[[], None]) -> _QueuedCaller | None:
+        """Take `key` now if nobody holds or waits for it (None); else queue for it, in turn with `hold`'s
+        callers, and `on_held` is called once it is handed over (from the release that hands it over, not a
+        later loop turn). Either way the caller then calls `release(key)`."""
+        lock = self._acquire_ref(key)
+        if not lock.locked and not lock.waiters:
+            lock.locked = True
+            return None
+        waiter = _QueuedCaller(on_held)
+        lock.waiters.append(waiter)
+        return waiter
+
+    def last_waiter(self, key: str) -> asyncio.Future[None] | _QueuedCaller | None:
+        """The waiter queued last for `key`, if any."""
+        entry = self._locks.get(key)
+        return entry[0].waiters[-1] if entry is not None and entry[0].waiters else None
+
     def _acquire_ref(self, key: str) -> _KeyLock:
         lock, refs = self._locks.get(key, (None, 0))
         if lock is None:
@@ -124,6 +142,23 @@ class KeyedLocks:
         return len(self._locks)
 
 
+class _QueuedCaller:
+    """A waiter of `KeyedLocks.hold_or_queue`: called back when handed the lock."""
+
+    __slots__ = ("handed", "on_held")
+
+    def __init__(self, on_held: Callable[[], None]) -> None:
+        self.on_held = on_held
+        self.handed = False
+
+    def done(self) -> bool:
+        return self.handed
+
+    def set_result(self, _result: None) -> None:
+        self.handed = True
+        self.on_held()
+
+
 class _KeyLock:
     """A FIFO lock (as asyncio.Lock) whose release hands it straight to the first waiter."""
 
@@ -131,7 +166,7 @@ class _KeyLock:
 
     def __init__(self) -> None:
         self.locked = False
-        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.waiters: collections.deque[asyncio.Future[None] | _QueuedCaller] = collections.deque()
 
     async def acquire(self) -> None:
         if not self.locked and not self.waiters:
@@ -213,6 +248,8 @@ class CoordinatorRuntime:
         # Set in a cluster (app.py): appends then complete once replicated, not once locally durable.
         self.replication: ReplicationGate | None = None
         self._loads: dict[int, asyncio.Task[None]] = {}
+        # Per group, the fast-path calls queued behind the last waiter for its lock (_parked_nowait).
+        self._batches: dict[str, _NowaitBatch] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -326,6 +363,16 @@ class CoordinatorRuntime:
     async def sync_group(self, inp: SyncGroupInput) -> SyncGroupResult:
         return await self._parked_call(inp.group_id, lambda now, reply: self.coordinator.handle_sync_group(inp, now, reply))
 
+    def join_group_nowait(self, inp: JoinGroupInput, on_result: Callable[[JoinGroupResult], None],
+                          on_failure: Callable[[BaseException], None]) -> None:
+        """`join_group` without a task or a coroutine (see `_parked_nowait`)."""
+        self._parked_nowait(inp.group_id, self.coordinator.handle_join_group, inp, on_result, on_failure)
+
+    def sync_group_nowait(self, inp: SyncGroupInput, on_result: Callable[[SyncGroupResult], None],
+                          on_failure: Callable[[BaseException], None]) -> None:
+        """`sync_group` without a task or a coroutine (see `_parked_nowait`)."""
+        self._parked_nowait(inp.group_id, self.coordinator.handle_sync_group, inp, on_result, on_failure)
+
     def heartbeat(self, inp: HeartbeatInput) -> Errors:
         """Synchronous, the hot path: a heartbeat takes no lock and writes nothing. Timers it finds due
         run after it, as after any call; what they write is theirs to wait for (their own responses wait
@@ -432,6 +479,86 @@ class CoordinatorRuntime:
             await self._after_core_call()
         # Parked requests (a JoinGroup waiting for the others) resolve later, from another call.
         return await future
+
+    def _parked_nowait(self, group_id: str, handle: Callable[[T, int, Callable[[R], None]], None], inp: T,
+                       on_result: Callable[[R], None], on_failure: Callable[[BaseException], None]) -> None:
+        """`_parked_call` for the connection's fast path, with callbacks instead of a task: the group's lock
+        is taken at once when free, else once handed over (in turn with the awaiting callers); the core is
+        called and the lock released once the appends of this call are complete. `on_result` gets the core's
+        reply once both the reply is there and those appends are complete (a parked JoinGroup's reply comes
+        later, from another member's call; a first JoinGroup's MEMBER_ID_REQUIRED comes at once but waits
+        for the group's record). `on_failure`: a bug met in the core or while writing.
+
+        Calls that find the lock taken queue as one batch while nobody queues behind them: a rebalance's
+        requests arrive together, and once the group's record is being written every one of them waits, so
+        one lock waiter stands for many of them. The batch starts from the release that hands it the lock,
+        so its answers go out with those of the call that held it, not a loop turn later."""
+        batch = self._batches.get(group_id)
+        if batch is not None and self.locks.last_waiter(group_id) is batch.waiter:
+            batch.calls.append(_NowaitCall(handle, inp, on_result, on_failure, contextvars.copy_context()))
+            return
+        calls: list[_NowaitCall] = []
+        waiter = self.locks.hold_or_queue(group_id, lambda: self._start_batch(group_id, calls))
+        if waiter is None:
+            self._run_held(group_id, [_NowaitCall(handle, inp, on_result, on_failure, None)], 0)
+            return
+        calls.append(_NowaitCall(handle, inp, on_result, on_failure, contextvars.copy_context()))
+        self._batches[group_id] = _NowaitBatch(waiter, calls)
+
+    def _start_batch(self, group_id: str, calls: list[_NowaitCall]) -> None:
+        batch = self._batches.get(group_id)
+        if batch is not None and batch.calls is calls:
+            del self._batches[group_id]  # handed the lock: calls arriving from now on queue behind it
+        self._run_held(group_id, calls, 0)
+
+    def _run_held(self, group_id: str, calls: list[_NowaitCall], start: int) -> None:
+        """The group's lock is held for `calls[start:]`: each is made in turn, in its own request's context,
+        the lock passing from one to the next without being released; a call's appends are waited for before
+        the next; the lock is released after the last. A long queue yields to the loop every
+        `_BATCH_PER_CALLBACK` calls (other groups' requests are served in between)."""
+        end = min(len(calls), start + _BATCH_PER_CALLBACK)
+        try:
+            for i in range(start, end):
+                call = calls[i]
+                writes = self._call_held(call) if call.context is None else call.context.run(self._call_held, call)
+                if writes is not None:
+                    writes.add_done_callback(functools.partial(self._run_held_after, group_id, calls, i + 1))
+                    return
+        except BaseException:
+            self.locks.release(group_id)
+            raise
+        if end < len(calls):
+            self.loop.call_soon(self._run_held, group_id, calls, end)
+        else:
+            self.locks.release(group_id)
+
+    def _run_held_after(self, group_id: str, calls: list[_NowaitCall], start: int, _written: object) -> None:
+        self._run_held(group_id, calls, start)
+
+    def _call_held(self, call: _NowaitCall) -> asyncio.Future[None] | None:
+        """Call the core for one request; the future of its appends when it made any."""
+        parked = _ParkedReply(call.on_result)
+        try:
+            call.handle(call.inp, self._now_ms(), parked.reply)
+            self._advance_clock(self._now_ms())
+            self._arm_timer()
+            appends = self.coordinator.take_appends()
+        except Exception as e:
+            call.on_failure(e)
+            return None
+        if not appends:
+            parked.written()
+            return None
+
+        def written(future: asyncio.Future[None]) -> None:
+            if not future.cancelled() and future.exception() is not None:
+                call.on_failure(future.exception())  # type: ignore[arg-type]
+            else:
+                parked.written()
+
+        writes = self._spawn_writes(appends)
+        writes.add_done_callback(written)
+        return writes
 
     # -- the clock and the one timer -----------------------------------------------------------------
 
@@ -626,6 +753,54 @@ class CoordinatorRuntime:
 
     def _wall_ms(self) -> int:
         return self._now_ms() + self.coordinator.wall_offset_ms
+
+
+# Queued fast-path calls of one group made per loop callback once its lock is handed over.
+_BATCH_PER_CALLBACK = 64
+
+
+class _NowaitCall(NamedTuple):
+    handle: Callable[[Any, int, Callable[[Any], None]], None]
+    inp: Any
+    on_result: Callable[[Any], None]
+    on_failure: Callable[[BaseException], None]
+    context: contextvars.Context | None  # the request's, when it runs from a queue
+
+
+class _NowaitBatch:
+    """Fast-path calls queued, in order, behind one waiter for their group's lock."""
+
+    __slots__ = ("calls", "waiter")
+
+    def __init__(self, waiter: _QueuedCaller, calls: list[_NowaitCall]) -> None:
+        self.waiter = waiter
+        self.calls = calls
+
+
+class _ParkedReply(Generic[R]):
+    """The core's reply to a request taken by `_parked_nowait`, passed on once the call's appends are
+    complete too (only the first reply counts, as in `_parked_call`)."""
+
+    __slots__ = ("durable", "has_result", "on_result", "result")
+
+    def __init__(self, on_result: Callable[[R], None]) -> None:
+        self.on_result = on_result
+        self.durable = False
+        self.has_result = False
+        self.result: R | None = None
+
+    def reply(self, result: R) -> None:
+        if self.has_result:
+            return
+        self.has_result = True
+        self.result = result
+        if self.durable:
+            self.on_result(result)
+
+    def written(self) -> None:
+        self.durable = True
+        if self.has_result:
+            self.on_result(self.result)  # type: ignore[arg-type]
 
 
 class _Writes:

@@ -10,6 +10,8 @@ that rule with one request in flight per connection:
   answered in order, in one call.
 - An OffsetCommit is parsed by hand too and goes to the runtime without a task; its answer is written
   from the future the log's completion resolves (at once when it is refused before writing).
+- JoinGroup and SyncGroup are parsed by hand too and go to the runtime without a task; the answer is
+  written from the future the core's reply resolves (a JoinGroup parks until its join phase completes).
 - Any other request leaves that path: it runs as one task (`_handle`), and nothing more is served on the
   connection until its response is written (from the task's done callback); then the frames that arrived
   meanwhile are served, in order.
@@ -64,6 +66,13 @@ from protocol.framing import (
     unsupported_api_versions_response,
 )
 from protocol.group_messages import java_inet_address_string
+from protocol.group_wire import (
+    JOIN_GROUP_API_KEY,
+    SYNC_GROUP_API_KEY,
+    JoinGroupWire,
+    parse_join_group,
+    parse_sync_group,
+)
 from protocol.heartbeat_wire import HEARTBEAT_API_KEY, heartbeat_response_frame, parse_heartbeat
 from protocol.offset_commit_wire import OFFSET_COMMIT_API_KEY, parse_offset_commit
 from protocol.offset_fetch_wire import OFFSET_FETCH_API_KEY, parse_offset_fetch
@@ -79,6 +88,7 @@ log = structlog.get_logger("coordinator_server.net")
 _HEARTBEAT_KEY_BYTES = HEARTBEAT_API_KEY.to_bytes(2, "big")
 _OFFSET_COMMIT_KEY_BYTES = OFFSET_COMMIT_API_KEY.to_bytes(2, "big")
 _OFFSET_FETCH_KEY_BYTES = OFFSET_FETCH_API_KEY.to_bytes(2, "big")
+_REBALANCE_KEYS_BYTES = (JOIN_GROUP_API_KEY.to_bytes(2, "big"), SYNC_GROUP_API_KEY.to_bytes(2, "big"))
 
 # Bytes read ahead of the request being served before reading stops (asyncio streams' default limit,
 # which the connection read through before, paused its transport at twice this).
@@ -303,6 +313,8 @@ class Connection(asyncio.Protocol):
             if response is not None:
                 self._write(response)
                 return
+        elif key in _REBALANCE_KEYS_BYTES and self._rebalance_request(payload):
+            return
         self._start(self._handle(payload))
 
     def _start(self, coro: Coroutine[Any, Any, bytes | None]) -> None:
@@ -349,6 +361,25 @@ class Connection(asyncio.Protocol):
             log.exception("handler_failed", api="OffsetFetch", api_version=req.api_version,
                           correlation_id=req.correlation_id)
             raise _CloseConnection from None
+    def _rebalance_request(self, payload: bytes) -> bool:
+        """JoinGroup and SyncGroup parsed by hand (protocol/group_wire.py) and handed to the runtime without a
+        task; the answer is written from the future the core's reply resolves (a JoinGroup parks until its
+        join phase completes). False: not a shape the parser takes — the generic way."""
+        req = parse_join_group(payload) if payload[1] == JOIN_GROUP_API_KEY else parse_sync_group(payload)
+        if req is None:
+            return False
+        self._note_client_id(req.client_id)
+        try:
+            pending = self._handlers.rebalance_nowait(req, self._access, self.client_host)
+        except Exception:
+            log.exception("handler_failed", api="JoinGroup" if isinstance(req, JoinGroupWire) else "SyncGroup",
+                          api_version=req.api_version, correlation_id=req.correlation_id)
+            raise _CloseConnection from None
+        if pending.done() and pending.exception() is None:
+            self._write(pending.result())  # answered at once
+        else:
+            self._wait_for(pending)
+        return True
 
     def _note_client_id(self, client_id: str | None) -> None:
         if client_id != self._client_id:

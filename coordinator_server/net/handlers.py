@@ -8,16 +8,18 @@ and error precedence.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 import structlog
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import CoordinatorType, FindCoordinatorResponse, MetadataResponse
 
+from coordinator_server import metrics
 from coordinator_server.group.api import (
     HeartbeatInput,
     JoinGroupInput,
@@ -42,11 +44,13 @@ from protocol import group_wire
 from protocol.apis import API_TABLE
 from protocol.broker_messages import ControlledShutdownResponse
 from protocol.errors import Errors, KafkaError
-from protocol.framing import EncodedResponse, ParsedHeader, api_versions_body
+from protocol.framing import EncodedResponse, ParsedHeader, api_versions_body, encode_response
 from protocol.offset_commit_wire import OffsetCommitWire
 from protocol.offset_fetch_wire import OffsetFetchWire
 
 log = structlog.get_logger("coordinator_server.net")
+
+R = TypeVar("R")
 
 # Not in protocol.errors yet: only Metadata by topic id (v10+) can produce it.
 UNKNOWN_TOPIC_ID = 100
@@ -61,6 +65,10 @@ class GroupRuntime(OffsetRuntime, AdminRuntime, ConsumerGroupRuntime, Protocol):
 
     async def join_group(self, inp: JoinGroupInput) -> JoinGroupResult: ...
     async def sync_group(self, inp: SyncGroupInput) -> SyncGroupResult: ...
+    def join_group_nowait(self, inp: JoinGroupInput, on_result: Callable[[JoinGroupResult], None],
+                          on_failure: Callable[[BaseException], None]) -> None: ...
+    def sync_group_nowait(self, inp: SyncGroupInput, on_result: Callable[[SyncGroupResult], None],
+                          on_failure: Callable[[BaseException], None]) -> None: ...
     def heartbeat(self, inp: HeartbeatInput) -> Errors: ...
     async def leave_group(self, inp: LeaveGroupInput) -> LeaveGroupResult: ...
     def partition_for(self, group_id: str) -> int: ...
@@ -411,12 +419,30 @@ class RequestHandlers:
 
     async def handle_sync_group(self, req: ApiMessage, ctx: RequestContext) -> EncodedResponse:
         inp = gm.sync_group_input(req, ctx.version)
-        # v5+ with a null ProtocolType/Name gets INCONSISTENT_GROUP_PROTOCOL from the core *before*
-        # authorization in Kafka, so those skip the check here.
-        null_protocol = ctx.version >= 5 and (inp.protocol_type is None or inp.protocol_name is None)
-        if not null_protocol and not ctx.access.group("READ", inp.group_id):
+        if not _sync_authorized(inp, ctx.access):
             return group_wire.sync_group_response(SyncGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
         return group_wire.sync_group_response(await self.runtime.sync_group(inp), ctx.version)
+
+    def rebalance_nowait(self, req: group_wire.JoinGroupWire | group_wire.SyncGroupWire, access: Access,
+                         client_host: str) -> asyncio.Future[bytes]:
+        """The connection's fast path for a JoinGroup or SyncGroup parsed by hand (protocol/group_wire.py): the
+        rules of `handle_join_group` / `handle_sync_group`, without a task; the framed answer comes through
+        the future once the core replies (at once when refused)."""
+        if isinstance(req, group_wire.JoinGroupWire):
+            inp = gm.join_group_input(req, req.api_version, req.client_id, client_host)
+            join = _FramedAnswer("JoinGroup", req.api_version, req.correlation_id, group_wire.join_group_response)
+            if access.group("READ", inp.group_id):
+                self.runtime.join_group_nowait(inp, join.result, join.failed)
+            else:
+                join.result(JoinGroupResult(Errors.GROUP_AUTHORIZATION_FAILED))
+            return join.future
+        sync_inp = gm.sync_group_input(req, req.api_version)
+        sync = _FramedAnswer("SyncGroup", req.api_version, req.correlation_id, group_wire.sync_group_response)
+        if _sync_authorized(sync_inp, access):
+            self.runtime.sync_group_nowait(sync_inp, sync.result, sync.failed)
+        else:
+            sync.result(SyncGroupResult(Errors.GROUP_AUTHORIZATION_FAILED))
+        return sync.future
 
     async def handle_heartbeat(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         return gm.heartbeat_response(self.heartbeat(gm.heartbeat_input(req, ctx.version), ctx.access), ctx.version)
@@ -436,6 +462,44 @@ class RequestHandlers:
         if not ctx.access.group("READ", inp.group_id):
             return gm.leave_group_response(LeaveGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
         return gm.leave_group_response(await self.runtime.leave_group(inp), ctx.version)
+
+
+def _sync_authorized(inp: SyncGroupInput, access: Access) -> bool:
+    # v5+ with a null ProtocolType/Name gets INCONSISTENT_GROUP_PROTOCOL from the core *before*
+    # authorization in Kafka, so those skip the check here.
+    null_protocol = inp.api_version >= 5 and (inp.protocol_type is None or inp.protocol_name is None)
+    return null_protocol or access.group("READ", inp.group_id)
+
+
+class _FramedAnswer(Generic[R]):
+    """A fast path's answer: the core's result encoded at the request's version and framed, through a future
+    the connection waits on; counted in the metrics as the generic path counts it."""
+
+    __slots__ = ("api", "correlation_id", "encode", "future", "started", "version")
+
+    def __init__(self, api: str, version: int, correlation_id: int,
+                 encode: Callable[[R, int], EncodedResponse]) -> None:
+        self.api, self.version, self.correlation_id, self.encode = api, version, correlation_id, encode
+        self.started = time.perf_counter()
+        self.future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+    def result(self, result: R) -> None:
+        """Called by the core, often in a loop over a group's members: a bug encoding this answer closes this
+        connection (its future fails) and never reaches the core's loop."""
+        if self.future.done():  # cancelled (the connection is shutting down)
+            return
+        try:
+            response = self.encode(result, self.version)
+            frame = encode_response(response, self.correlation_id)
+        except Exception as e:
+            self.future.set_exception(e)
+            return
+        self.future.set_result(frame)
+        metrics.observe_request(self.api, self.version, time.perf_counter() - self.started, response)
+
+    def failed(self, error: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(error)
 
 
 def _versioned(call: Callable[[ApiMessage, int, Access], Awaitable[ApiMessage | None]]) -> Handler:

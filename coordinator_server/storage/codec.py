@@ -28,6 +28,8 @@ The slow path checks all three, so a record either decodes exactly as Kafka woul
 Offset commit keys and values are encoded by hand (`struct`), not with kafka-python's classes: they are
 written once per committed partition, on the OffsetCommit path, where kafka-python's generic encoder
 took ~11 µs a record against ~1.5 µs here (docs/decisions.md, "Offset commit records encoded by hand").
+Group metadata keys and values are too: one is written per generation and lists every member, and
+kafka-python's encoder spent about 8% of the server's CPU of a 5,000-member rebalance on it.
 tests/unit/test_codec.py checks the bytes against kafka-python's classes on generated input, including
 that both refuse the same out-of-range values.
 
@@ -66,6 +68,9 @@ _OFFSET_KEY_VERSION = _INT16.pack(schema.OFFSET_COMMIT_KEY_WRITE_VERSION)
 _VALUE_V3_HEAD = struct.Struct(">hqi")  # version 3, offset, leader epoch
 _VALUE_V1_HEAD = struct.Struct(">hq")  # version 1, offset
 _TIMESTAMPS = struct.Struct(">qq")  # commit, expire (v1)
+_GROUP_KEY_VERSION = _INT16.pack(GROUP_METADATA_KEY_VERSION)
+_GROUP_VALUE_VERSION = _INT16.pack(schema.GROUP_METADATA_VALUE_WRITE_VERSION)
+_TIMEOUTS = struct.Struct(">ii")  # a member's rebalance and session timeouts
 
 
 def encode_record(rec: CoordinatorRecord) -> tuple[bytes, bytes | None]:
@@ -76,9 +81,7 @@ def encode_record(rec: CoordinatorRecord) -> tuple[bytes, bytes | None]:
                         _INT32.pack(rec.partition)))
         return key, None if rec.value is None else _encode_offset_value(rec.value)
     if isinstance(rec, GroupMetadataRecord):
-        key = schema.GroupMetadataKey(group=_str(rec.group_id, "group_id")).encode(
-            version=schema.GROUP_METADATA_KEY_VERSION, header=True
-        )
+        key = _GROUP_KEY_VERSION + _string(rec.group_id, "group_id")  # GroupMetadataKey v2: group string
         return key, None if rec.value is None else _encode_group_value(rec.value)
     if isinstance(rec, CONSUMER_GROUP_RECORD_TYPES):
         return encode_consumer_record(rec)
@@ -105,29 +108,30 @@ def _string(value: str, field: str) -> bytes:
 
 
 def _encode_group_value(v: GroupMetadataValue) -> bytes:
-    member_cls = schema.GroupMetadataValue.MemberMetadata
-    members = [
-        member_cls(
-            member_id=_str(m.member_id, "member_id"),
-            group_instance_id=m.group_instance_id,
-            client_id=_str(m.client_id, "client_id"),
-            client_host=_str(m.client_host, "client_host"),
-            rebalance_timeout=m.rebalance_timeout_ms,
-            session_timeout=m.session_timeout_ms,
-            subscription=_bytes(m.subscription, "subscription"),
-            assignment=_bytes(m.assignment, "assignment"),
-        )
-        for m in v.members
-    ]
-    encoded: bytes = schema.GroupMetadataValue(
-        protocol_type=_str(v.protocol_type, "protocol_type"),
-        generation=v.generation,
-        protocol=v.protocol,
-        leader=v.leader,
-        current_state_timestamp=v.current_state_timestamp_ms,
-        members=members,
-    ).encode(version=schema.GROUP_METADATA_VALUE_WRITE_VERSION, header=True)
-    return encoded
+    """GroupMetadataValue v3, by hand: one is written per generation of every group, and it lists every
+    member (docs/decisions.md, "Group metadata records encoded by hand")."""
+    members = v.members
+    parts = [_GROUP_VALUE_VERSION, _string(v.protocol_type, "protocol_type"), _INT32.pack(v.generation),
+             _nullable_string(v.protocol), _nullable_string(v.leader), _INT64.pack(v.current_state_timestamp_ms),
+             _INT32.pack(len(members))]
+    for m in members:
+        parts += (_string(m.member_id, "member_id"), _nullable_string(m.group_instance_id),
+                  _string(m.client_id, "client_id"), _string(m.client_host, "client_host"),
+                  _TIMEOUTS.pack(m.rebalance_timeout_ms, m.session_timeout_ms),
+                  _sized_bytes(m.subscription, "subscription"), _sized_bytes(m.assignment, "assignment"))
+    return b"".join(parts)
+
+
+def _nullable_string(value: str | None) -> bytes:
+    if value is None:
+        return b"\xff\xff"
+    data = value.encode("utf-8")
+    return _INT16.pack(len(data)) + data
+
+
+def _sized_bytes(value: bytes, field: str) -> bytes:
+    data = _bytes(value, field)
+    return _INT32.pack(len(data)) + data
 
 
 # -- record types -------------------------------------------------------------------------------------

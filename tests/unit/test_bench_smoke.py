@@ -123,3 +123,9 @@ def test_pipeline_replay_side_counts_every_record_and_the_rows_render(tmp_path: 
     assert "split | 2.0 s (4 tasks) | read whole: 3.0 s (1 task) | 1.50x |" in table and "end to end" in table
     assert render.figures(merged)["pipeline_vs_replay"] == {"2000000": 0.25, "20000000": 0.6}
     assert "The pipeline rows are from a later run, of d at commit abc" in render._merged(merged)
+
+
+def test_rebalance_cpu_in_process_completes_a_rebalance() -> None:
+    out = run_json("benchmarks.rebalance_cpu", "20", "--repeat", "2")
+    assert out["members"] == 20 and len(out["runs"]) == 2
+    assert all(r["server_cpu_s"] > 0 and r["members_cpu_s"] > 0 for r in out["runs"])
