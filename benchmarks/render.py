@@ -136,13 +136,19 @@ def _comparable(res: dict[str, Any]) -> dict[str, tuple[float, str, bool]]:
     return out
 
 
+def _load(res: dict[str, Any]) -> str:
+    load = res["machine"].get("loadavg")
+    return "not recorded" if load is None else f"{load[0]:.2f}"
+
+
 def before_after(res: dict[str, Any], before_path: Path = BEFORE) -> str:
     """Every figure of this run's table beside the same figure of the run before the speed work."""
     if not before_path.exists():
         return ""
     import json
 
-    before = _comparable(json.loads(before_path.read_text()))
+    before_raw = json.loads(before_path.read_text())
+    before = _comparable(before_raw)
     after = _comparable(res)
     rows = [(label, before[label], value) for label, value in after.items() if label in before]
     if not rows:
@@ -150,8 +156,10 @@ def before_after(res: dict[str, Any], before_path: Path = BEFORE) -> str:
     rel = before_path.relative_to(ROOT)
     b_git = json.loads(before_path.read_text())["machine"]["git"]
     lines = [f"Against [`{rel}`](../{rel}) (commit {b_git}, `make bench` before the speed work of issue 16). "
-             "Absolute rates move with the machine's load on the day (both runs shared it with other work); "
-             "the ratios against baselines of the same run move less; within 2% counts as the same. Better or worse is judged by the figure's "
+             "Absolute rates move with the machine's load, which differs from run to run (the before run shared the "
+             f"2 cores with other work; load average at the start of each run: {_load(before_raw)} before, "
+             f"{_load(res)} after); the ratios against baselines of the same run move less; within 2% counts as "
+             "the same. Better or worse is judged by the figure's "
              "direction (a rate up, a time or a cost down).", "",
              "| Figure | Before | After | After ÷ before | |", "|---|---|---|---|---|"]
     for label, (b, fmt, higher), (a, _, _) in rows:

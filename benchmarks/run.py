@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -47,7 +48,9 @@ def machine() -> dict[str, Any]:
     deps["librdkafka"] = confluent_kafka.libversion()[0]
     return {"cpu": cpu, "cores": _cores(), "memory_gib": round(mem_kib / 2**20, 1), "kernel": platform.release(),
             "python": platform.python_version(), "implementation": platform.python_implementation(),
-            "dependencies": deps, "git": _git_head()}
+            "dependencies": deps, "git": _git_head(),
+            # 1, 5 and 15 minutes: other work on the machine moves every absolute rate of the run.
+            "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 
 def _cores() -> int:
