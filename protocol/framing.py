@@ -123,6 +123,21 @@ def read_plain_header(payload: bytes | memoryview, flexible: bool) -> tuple[int,
     return correlation_id, client_id, pos
 
 
+def read_plain_request(payload: bytes, api_key: int, min_version: int, max_version: int,
+                       first_flexible: int) -> tuple[int, int, str | None, int] | None:
+    """(api version, correlation id, client id, where the body starts) of an `api_key` request at a version
+    in `min_version..max_version`, with a header as clients send it (`read_plain_header`): the start the
+    hand-written parsers (protocol/*_wire.py) share. None for any other request or header. A payload too
+    short to hold an API key and version raises struct.error, which those parsers hand back as not theirs."""
+    key, version = _API_KEY_AND_VERSION.unpack_from(payload, 0)
+    if key != api_key or not min_version <= version <= max_version:
+        return None
+    header = read_plain_header(payload, flexible=version >= first_flexible)
+    if header is None:
+        return None
+    return version, *header
+
+
 def decode_request_body(header: ParsedHeader, payload: bytes | memoryview) -> ApiMessage:
     """Decode the body of a supported request with kafka-python's schema for its version."""
     if header.spec is None or not header.supported:

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from coordinator_server.group.api import JoinGroupResult, SyncGroupResult
 
-from .framing import EncodedResponse, read_plain_header
+from .framing import EncodedResponse, read_plain_request
 from .wire_primitives import (
     INT16,
     INT32,
@@ -43,7 +43,6 @@ SYNC_MAX_VERSION = 5
 JOIN_FIRST_FLEXIBLE = 6
 SYNC_FIRST_FLEXIBLE = 4
 
-_API_KEY_AND_VERSION = struct.Struct(">hh")
 _TIMEOUTS = struct.Struct(">ii")  # session timeout, rebalance timeout (v1+)
 
 
@@ -107,15 +106,11 @@ def parse_sync_group(payload: bytes) -> SyncGroupWire | None:
 
 
 def _parse_join_group(payload: bytes) -> JoinGroupWire | None:
-    api_key, version = _API_KEY_AND_VERSION.unpack_from(payload, 0)
-    if api_key != JOIN_GROUP_API_KEY or not 0 <= version <= JOIN_MAX_VERSION:
+    start = read_plain_request(payload, JOIN_GROUP_API_KEY, 0, JOIN_MAX_VERSION, JOIN_FIRST_FLEXIBLE)
+    if start is None:
         return None
-    flexible = version >= JOIN_FIRST_FLEXIBLE
-    header = read_plain_header(payload, flexible)
-    if header is None:
-        return None
-    correlation_id, client_id, pos = header
-    r = _Reader(payload, pos, flexible)
+    version, correlation_id, client_id, pos = start
+    r = _Reader(payload, pos, version >= JOIN_FIRST_FLEXIBLE)
     group_id = r.string()
     if version >= 1:
         session_timeout_ms, rebalance_timeout_ms = _TIMEOUTS.unpack_from(payload, r.pos)
@@ -139,15 +134,11 @@ def _parse_join_group(payload: bytes) -> JoinGroupWire | None:
 
 
 def _parse_sync_group(payload: bytes) -> SyncGroupWire | None:
-    api_key, version = _API_KEY_AND_VERSION.unpack_from(payload, 0)
-    if api_key != SYNC_GROUP_API_KEY or not 0 <= version <= SYNC_MAX_VERSION:
+    start = read_plain_request(payload, SYNC_GROUP_API_KEY, 0, SYNC_MAX_VERSION, SYNC_FIRST_FLEXIBLE)
+    if start is None:
         return None
-    flexible = version >= SYNC_FIRST_FLEXIBLE
-    header = read_plain_header(payload, flexible)
-    if header is None:
-        return None
-    correlation_id, client_id, pos = header
-    r = _Reader(payload, pos, flexible)
+    version, correlation_id, client_id, pos = start
+    r = _Reader(payload, pos, version >= SYNC_FIRST_FLEXIBLE)
     group_id = r.string()
     (generation_id,) = INT32.unpack_from(payload, r.pos)
     r.pos += 4
@@ -224,13 +215,7 @@ class _Reader:
         return value
 
     def bytes(self) -> bytes:
-        if self.compact:
-            n = self._uvarint() - 1
-        else:
-            (n,) = INT32.unpack_from(self.buf, self.pos)
-            self.pos += 4
-        if n < 0:
-            raise Unusual
+        n = self.array_length()  # a bytes field's length is read as an array's count
         start = self.pos
         end = self.pos = start + n
         if end > len(self.buf):

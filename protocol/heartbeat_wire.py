@@ -20,14 +20,13 @@ from typing import NamedTuple
 
 from coordinator_server.group.api import HeartbeatInput
 
-from .framing import read_plain_header
+from .framing import read_plain_request
 from .wire_primitives import NOT_TAKEN, nullable_string, string
 
 HEARTBEAT_API_KEY = 12
 MAX_VERSION = 4  # keep equal to API_TABLE's Heartbeat range (a test checks)
 FIRST_FLEXIBLE_VERSION = 4
 
-_API_KEY_AND_VERSION = struct.Struct(">hh")
 _HEADER_V4 = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _INT32 = struct.Struct(">i")
 _RESPONSE_V0 = struct.Struct(">iih")  # size, correlation id, error code
@@ -53,13 +52,10 @@ def _parse(payload: bytes) -> HeartbeatRequest | None:
     fast = _parse_v4(payload)
     if fast is not None:
         return fast
-    api_key, version = _API_KEY_AND_VERSION.unpack_from(payload, 0)
-    if api_key != HEARTBEAT_API_KEY or not 0 <= version <= MAX_VERSION:
+    start = read_plain_request(payload, HEARTBEAT_API_KEY, 0, MAX_VERSION, FIRST_FLEXIBLE_VERSION)
+    if start is None:
         return None
-    header = read_plain_header(payload, flexible=version >= FIRST_FLEXIBLE_VERSION)
-    if header is None:
-        return None
-    correlation_id, client_id, pos = header
+    version, correlation_id, client_id, pos = start
     if version >= FIRST_FLEXIBLE_VERSION:
         group_id, pos = string(payload, pos, True)
         (generation_id,) = _INT32.unpack_from(payload, pos)

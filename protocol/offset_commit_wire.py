@@ -16,7 +16,7 @@ import struct
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from .framing import read_plain_header
+from .framing import read_plain_request
 from .wire_primitives import (
     INT32,
     INT64,
@@ -34,7 +34,6 @@ MIN_VERSION = 2
 MAX_VERSION = 9  # keep equal to API_TABLE's OffsetCommit range (a test checks)
 FIRST_FLEXIBLE_VERSION = 8
 
-_API_KEY_AND_VERSION = struct.Struct(">hh")
 _PARTITION = struct.Struct(">iq")  # partition index, committed offset
 _PARTITION_RESULT = struct.Struct(">ih")  # partition index, error code
 
@@ -73,14 +72,11 @@ def parse_offset_commit(payload: bytes) -> OffsetCommitWire | None:
 
 
 def _parse(payload: bytes) -> OffsetCommitWire | None:
-    api_key, version = _API_KEY_AND_VERSION.unpack_from(payload, 0)
-    if api_key != OFFSET_COMMIT_API_KEY or not MIN_VERSION <= version <= MAX_VERSION:
+    start = read_plain_request(payload, OFFSET_COMMIT_API_KEY, MIN_VERSION, MAX_VERSION, FIRST_FLEXIBLE_VERSION)
+    if start is None:
         return None
+    version, correlation_id, client_id, pos = start
     flexible = version >= FIRST_FLEXIBLE_VERSION
-    header = read_plain_header(payload, flexible=flexible)
-    if header is None:
-        return None
-    correlation_id, client_id, pos = header
     group_id, pos = string(payload, pos, flexible)
     (generation,) = INT32.unpack_from(payload, pos)
     member_id, pos = string(payload, pos + 4, flexible)

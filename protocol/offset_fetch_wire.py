@@ -15,7 +15,7 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .framing import read_plain_header
+from .framing import read_plain_request
 from .wire_primitives import (
     INT32,
     NOT_TAKEN,
@@ -33,7 +33,6 @@ OFFSET_FETCH_API_KEY = 9
 MIN_VERSION = 8
 MAX_VERSION = 9  # keep equal to API_TABLE's OffsetFetch maximum (a test checks)
 
-_API_KEY_AND_VERSION = struct.Struct(">hh")
 _PARTITION_RESULT = struct.Struct(">iqi")  # partition index, committed offset, committed leader epoch
 _INT16 = struct.Struct(">h")
 
@@ -69,13 +68,10 @@ def parse_offset_fetch(payload: bytes) -> OffsetFetchWire | None:
 
 
 def _parse(payload: bytes) -> OffsetFetchWire | None:
-    api_key, version = _API_KEY_AND_VERSION.unpack_from(payload, 0)
-    if api_key != OFFSET_FETCH_API_KEY or not MIN_VERSION <= version <= MAX_VERSION:
+    start = read_plain_request(payload, OFFSET_FETCH_API_KEY, MIN_VERSION, MAX_VERSION, MIN_VERSION)
+    if start is None:
         return None
-    header = read_plain_header(payload, flexible=True)
-    if header is None:
-        return None
-    correlation_id, client_id, pos = header
+    version, correlation_id, client_id, pos = start
     n_groups, pos = array_length(payload, pos, True)
     groups = []
     for _ in range(n_groups):
