@@ -361,6 +361,7 @@ class Connection(asyncio.Protocol):
             log.exception("handler_failed", api="OffsetFetch", api_version=req.api_version,
                           correlation_id=req.correlation_id)
             raise _CloseConnection from None
+
     def _rebalance_request(self, payload: bytes) -> bool:
         """JoinGroup and SyncGroup parsed by hand (protocol/group_wire.py) and handed to the runtime without a
         task; the answer is written from the future the core's reply resolves (a JoinGroup parks until its

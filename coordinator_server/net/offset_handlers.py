@@ -81,6 +81,7 @@ class OffsetHandlers:
         return reply.future
 
     async def offset_fetch(self, req: Any, version: int, access: Access) -> Any:
+        # No topic-existence check on fetch: unknown topics simply have no committed offset.
         results = []
         for inp in om.offset_fetch_inputs(req, version):
             query, finish = self._fetch_query(inp, access)
@@ -151,7 +152,7 @@ class _CommitReply:
         self.unknown: list[PartitionResult] = []
 
     def result(self, result: OffsetCommitResult) -> None:
-        self.answer(result.partitions + self.unknown if self.unknown else result.partitions)
+        self.answer(om.commit_result_partitions(result, self.unknown))
 
     def answer(self, results: list[PartitionResult]) -> None:
         if self.future.done():
