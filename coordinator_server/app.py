@@ -70,7 +70,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
     runtime.attach_topics(StoreTopicsImage(store))
     _settle_heap()
     # The topic store's own instance of the writer the coordinator log uses (`storage.group_commit`).
-    writer = GroupCommitWriter(config.fsync, "topic_store")
+    writer = GroupCommitWriter(config.fsync, "topic_store", syncfs=config.fsync_method == "auto")
     retention: asyncio.Task[None] | None = None
     metrics_endpoint: MetricsEndpoint | None = None
     node: ClusterNode | None = None

@@ -79,6 +79,7 @@ class Config:
     log_format: str = "console"
     log_level: str = "info"
     fsync: FsyncPolicy = field(default_factory=lambda: FsyncPolicy("always"))
+    fsync_method: str = "auto"  # how a round over many partitions reaches the disk (storage/syncfs.py)
     socket_request_max_bytes: int = 104_857_600
     max_connections: int = INT32_MAX  # max.connections
     max_connections_per_ip: int = INT32_MAX  # max.connections.per.ip
@@ -193,6 +194,15 @@ def _fsync(text: str) -> FsyncPolicy:
         raise argparse.ArgumentTypeError(str(e)) from e
 
 
+FSYNC_METHODS = ("auto", "fsync")
+
+
+def _fsync_method(text: str) -> str:
+    if text not in FSYNC_METHODS:
+        raise argparse.ArgumentTypeError(f"invalid fsync method {text!r}: use {' or '.join(FSYNC_METHODS)}")
+    return text
+
+
 def _listeners(text: str) -> str:
     try:
         parse_listeners(text)
@@ -244,6 +254,9 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--log-format", "log_format", str, "console or json"),
     ("--log-level", "log_level", str, "debug, info, warning or error"),
     ("--fsync", "fsync", _fsync, "always | interval:MS | never"),
+    ("--fsync-method", "fsync_method", _fsync_method,
+     "auto: one syncfs(2) makes a round over 4+ partitions of a filesystem durable (Linux 5.8+); "
+     "fsync: each partition fsynced"),
     ("--socket-request-max-bytes", "socket_request_max_bytes", _positive, "socket.request.max.bytes"),
     ("--max-connections", "max_connections", _positive,
      "max.connections: connections accepted over it are closed at once"),
@@ -304,7 +317,7 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
 # What a `--config` file value must be, per option type: TOML has real types, so `port = "9092"` is an
 # error rather than silently accepted; the option's own validator then checks the range.
 _INT_TYPES: frozenset[object] = frozenset({int, _positive, _non_negative, _minus_one_or_more, _segment_bytes})
-_STR_TYPES: frozenset[object] = frozenset({str, _fsync, _listeners, _mechanisms})
+_STR_TYPES: frozenset[object] = frozenset({str, _fsync, _fsync_method, _listeners, _mechanisms})
 TOPIC_KEY = "topic"  # the TOML key of the repeatable --topic flag (its Config attribute is `topics`)
 CONFIG_ENV = "COORDINATOR_CONFIG"
 

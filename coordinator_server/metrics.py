@@ -200,7 +200,7 @@ for _reason in CONNECTION_CLOSE_REASONS:
 LOG_APPEND_LATENCY = Histogram("coordinator_log_append_seconds",
                                "One batch written to a __consumer_offsets segment (the write, not the fsync)",
                                buckets=_DISK_BUCKETS, registry=REGISTRY)
-LOG_FSYNC_LATENCY = Histogram("coordinator_log_fsync_seconds", "One partition fsync", ["log"],
+LOG_FSYNC_LATENCY = Histogram("coordinator_log_fsync_seconds", "One partition fsync (or the syncfs covering it)", ["log"],
                               buckets=_DISK_BUCKETS, registry=REGISTRY)
 LOG_FSYNC_COORDINATOR = LOG_FSYNC_LATENCY.labels("coordinator")  # the __consumer_offsets partitions
 LOG_FSYNC_TOPICS = LOG_FSYNC_LATENCY.labels("topics")  # the topic store's partitions

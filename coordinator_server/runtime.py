@@ -261,6 +261,7 @@ class CoordinatorRuntime:
         started_s = time.monotonic()
         log_ = CoordinatorLog.open(
             config.data_dir, config.offsets_partitions, config.fsync, segment_ms=config.log_roll_ms,
+            syncfs=config.fsync_method == "auto",
             cleaner=CleanerConfig(
                 enabled=config.log_cleaner_enable,
                 min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,

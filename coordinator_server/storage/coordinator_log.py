@@ -94,7 +94,7 @@ class CoordinatorLog:
                  lock_fd: int, cleaner: CleanerConfig | None = None,
                  wall_clock_ms: Callable[[], int] = _wall_clock_ms,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-                 sync_threads: int = DEFAULT_SYNC_THREADS) -> None:
+                 sync_threads: int = DEFAULT_SYNC_THREADS, syncfs: bool = True) -> None:
         self.data_dir = data_dir
         self._max_batch_bytes = max_batch_bytes
         self._partitions = partitions
@@ -105,7 +105,8 @@ class CoordinatorLog:
         self._targets = [Target(f"__consumer_offsets-{p}", plog, kind="log", fields={"partition": p},
                                 fsync_seconds=metrics.LOG_FSYNC_COORDINATOR,
                                 append_seconds=metrics.LOG_APPEND_LATENCY) for p, plog in enumerate(logs)]
-        self._writer = GroupCommitWriter(fsync, "coordinator_log", sync_threads=min(sync_threads, partitions))
+        self._writer = GroupCommitWriter(fsync, "coordinator_log", sync_threads=min(sync_threads, partitions),
+                                         syncfs=syncfs)
         self._closing = False
         self._closed = False
         self._cleaner = cleaner or CleanerConfig()
@@ -126,7 +127,7 @@ class CoordinatorLog:
              segment_ms: int = DEFAULT_SEGMENT_MS, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
              cleaner: CleanerConfig | None = None,
              wall_clock_ms: Callable[[], int] = _wall_clock_ms,
-             max_batch_bytes: int = 0) -> CoordinatorLog:
+             max_batch_bytes: int = 0, syncfs: bool = True) -> CoordinatorLog:
         """Lock the data directory, settle the partition count and open (recover) every partition.
 
         Raises StorageError when the directory is in use or its meta.properties is unusable, and
@@ -147,7 +148,7 @@ class CoordinatorLog:
             _unlock(lock_fd)
             raise
         return cls(data_dir, effective, fsync, logs, lock_fd, cleaner, wall_clock_ms,
-                   max_batch_bytes or DEFAULT_MAX_BATCH_BYTES)
+                   max_batch_bytes or DEFAULT_MAX_BATCH_BYTES, syncfs=syncfs)
 
     @property
     def partitions(self) -> int:

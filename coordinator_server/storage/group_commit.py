@@ -14,9 +14,11 @@ offsets in the completion are what a replication layer needs to wait for the hig
 One writer task drains the queue in rounds. It takes everything queued and, on the loop, each touched
 partition's sync plan (`PartitionLog.take_sync_plan`: it covers every write made so far, owns its file
 descriptors, and the loop may keep appending, even rolling segments, while it runs), then hands the
-round's plans to one sync thread, which runs them at once on a small pool when there are several (the
-filesystem commits concurrent fsyncs together: on ext4, 40 files took ~11 ms one after the other and
-~5 ms at once). While a round is on the disk the next one queues up, so under load one fsync covers many
+round's plans to one sync thread. When the round wrote to `SYNCFS_MIN_PARTITIONS` or more partitions on
+one filesystem, one syncfs(2) of it makes them all durable at once (`storage.syncfs`: one journal commit
+and one cache flush instead of one per file; on ext4, 40 partitions' fsyncs took ~2 ms and one syncfs
+~0.35 ms); otherwise, or with syncfs off (`--fsync-method fsync`, or a kernel that does not report its
+errors), the sync thread fsyncs each partition, at once on a small pool when there are several. While a round is on the disk the next one queues up, so under load one fsync covers many
 appends (group commit). Under policy `always` rounds are pipelined two deep: the next round's plans are
 queued on the sync thread as soon as they are taken, so its fsyncs start the moment the previous round's
 finish (never before: a failed fsync must be seen by the fsyncs after it), and rounds complete in order.
@@ -31,7 +33,8 @@ Failure semantics
   partition log truncates the partial batch away, so later appends still make a valid log. (If even that
   truncation fails, `PartitionLog.failed` is set and the partition refuses appends until a restart,
   whose recovery cuts the torn tail.)
-* A failed fsync fences the partition (`Target.fenced`): after one, the kernel may have dropped the dirty
+* A failed fsync fences the partition (`Target.fenced`); a failed syncfs, which cannot say whose write-back
+  failed, fences every partition of the round it covered: after one, the kernel may have dropped the dirty
   pages and a retried fsync can report success for data that is gone. Every append of that round to the
   partition, and of every later round, completes with StorageError (their fsyncs are not even tried), and
   `submit` refuses the partition until the server restarts and recovery re-reads what is on disk.
@@ -57,6 +60,10 @@ log = structlog.get_logger(__name__)
 
 # Threads that fsync the partitions of one round at once (see the module docstring).
 DEFAULT_SYNC_THREADS = 16
+# From this many partitions of one round on one filesystem, one syncfs replaces their fsyncs. Measured on
+# ext4 (benchmarks/findings.md, session 9): syncfs already costs less from 2 files, but it also writes back
+# what other processes left dirty there, so a round of one to three partitions keeps its own fsyncs.
+SYNCFS_MIN_PARTITIONS = 4
 
 
 # The failure events of each kind of partition, spelled out so that a name in docs/operations.md can be
@@ -109,8 +116,10 @@ class _Append:
 
 
 class GroupCommitWriter:
-    def __init__(self, fsync: FsyncPolicy, name: str, sync_threads: int = DEFAULT_SYNC_THREADS) -> None:
+    def __init__(self, fsync: FsyncPolicy, name: str, sync_threads: int = DEFAULT_SYNC_THREADS, *,
+                 syncfs: bool = True) -> None:
         self._fsync = fsync
+        self._use_syncfs = syncfs  # where the partitions' FileIO has one (see the module docstring)
         self._name = name  # prefixes this writer's own events, e.g. `coordinator_log_sync_round_failed`
         # A round's fsyncs run from this thread; it hands them to the pool and waits for all (pool threads
         # start on demand). One thread, so rounds' fsyncs run in order.
@@ -297,10 +306,54 @@ class GroupCommitWriter:
     # -- in the sync threads --
 
     def _sync_plans(self, plans: dict[Target, SyncPlan]) -> dict[Target, StorageError | None]:
-        """Run the round's fsyncs, at once when there are several; waits for all."""
+        """Make the round durable: one syncfs per filesystem it wrote enough partitions on, and the fsyncs
+        of the rest, at once when there are several; waits for all."""
+        results: dict[Target, StorageError | None] = {}
+        if self._use_syncfs and len(plans) >= SYNCFS_MIN_PARTITIONS:
+            by_device: dict[int, dict[Target, SyncPlan]] = {}
+            rest: dict[Target, SyncPlan] = {}
+            for t, plan in plans.items():
+                if plan.file_io.syncfs is None or t.fenced is not None:
+                    rest[t] = plan  # a fenced partition's plan is discarded there
+                else:
+                    by_device.setdefault(plan.device, {})[t] = plan
+            for group in by_device.values():
+                if len(group) >= SYNCFS_MIN_PARTITIONS:
+                    results |= self._syncfs(group)
+                else:
+                    rest |= group
+            plans = rest
         if len(plans) <= 1:
-            return {t: self._run_plan(t, plan) for t, plan in plans.items()}
-        return dict(zip(plans, self._sync_pool.map(self._run_plan, plans, plans.values()), strict=True))
+            results |= {t: self._run_plan(t, plan) for t, plan in plans.items()}
+        else:
+            results |= zip(plans, self._sync_pool.map(self._run_plan, plans, plans.values()), strict=True)
+        return results
+
+    def _syncfs(self, group: dict[Target, SyncPlan]) -> dict[Target, StorageError | None]:
+        """One syncfs for the plans of one filesystem; each plan's writes were made before it was taken,
+        so before this call."""
+        first = next(iter(group.values()))
+        assert first.file_io.syncfs is not None
+        started = time.perf_counter()
+        try:
+            first.file_io.syncfs(first.active_fd)
+        except OSError as e:
+            # The kernel does not say whose write-back failed: none of these partitions can be trusted.
+            out: dict[Target, StorageError | None] = {}
+            for t, plan in group.items():
+                plan.discard()
+                err = StorageError(f"syncfs covering {t.name} failed: {e}; the partition takes no more appends "
+                                   "until the server restarts", e.errno)
+                log.error(_EVENTS[t.kind]["fsync"], **t.fields, errno=e.errno, error=str(e), syncfs=True)
+                t.fenced = err
+                out[t] = err
+            return out
+        elapsed = time.perf_counter() - started
+        for t, plan in group.items():
+            plan.run_covered()
+            if t.fsync_seconds is not None:
+                t.fsync_seconds.observe(elapsed)
+        return dict.fromkeys(group)
 
     def _run_plan(self, target: Target, plan: SyncPlan) -> StorageError | None:
         if target.fenced is not None:  # an earlier fsync failed: this one could not be trusted
@@ -320,4 +373,4 @@ class GroupCommitWriter:
         return None
 
 
-__all__ = ["DEFAULT_SYNC_THREADS", "Appended", "GroupCommitWriter", "Target"]
+__all__ = ["DEFAULT_SYNC_THREADS", "SYNCFS_MIN_PARTITIONS", "Appended", "GroupCommitWriter", "Target"]

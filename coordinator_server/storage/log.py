@@ -36,6 +36,7 @@ from pathlib import Path
 
 import structlog
 
+from coordinator_server.storage import syncfs as syncfs_call
 from coordinator_server.storage.batch import (
     BASE_OFFSET,
     HEADER_SIZE,
@@ -71,9 +72,9 @@ DEFAULT_SEGMENT_MS = 604_800_000  # Kafka's log.roll.ms (log.roll.hours = 168)
 _MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
 __all__ = [
-    "DEFAULT_SEGMENT_BYTES", "DEFAULT_SEGMENT_MS", "HEADER_SIZE", "BatchInfo", "DefaultRecordBatch", "FileIO",
-    "LogRecord", "PartitionLog", "SyncPlan", "batch_records", "build_batch", "check_batch", "partition_dir",
-    "segment_name",
+    "DEFAULT_SEGMENT_BYTES", "DEFAULT_SEGMENT_MS", "HEADER_SIZE", "SYSTEM_IO", "BatchInfo", "DefaultRecordBatch",
+    "FileIO", "LogRecord", "PartitionLog", "SyncPlan", "batch_records", "build_batch", "check_batch",
+    "partition_dir", "segment_name",
 ]
 
 
@@ -88,6 +89,14 @@ class FileIO:
 
     pwrite: Callable[[int, bytes, int], int] = os.pwrite
     fsync: Callable[[int], None] = os.fsync
+    # One call making everything written on a file's filesystem durable (`storage.syncfs`), which a
+    # group-commit round over many partitions uses instead of their fsyncs; None: fsync each file. A seam
+    # that swaps `fsync` keeps the per-file path unless it names a `syncfs` too.
+    syncfs: Callable[[int], None] | None = None
+
+
+# The system's own calls, syncfs(2) included where the kernel reports its errors.
+SYSTEM_IO = FileIO(syncfs=syncfs_call.SYSCALL)
 
 
 @dataclass
@@ -102,6 +111,7 @@ class SyncPlan:
     # (directory, offset): the recovery point to write once everything above is durable.
     checkpoint: tuple[Path, int] | None = None
     on_done: Callable[[], None] | None = None
+    device: int = -1  # st_dev of the partition's filesystem: plans on one device can share a syncfs
 
     def run(self) -> None:
         try:
@@ -115,17 +125,25 @@ class SyncPlan:
                 finally:
                     os.close(dfd)
         finally:
-            for fd in [*self.rolled_fds, self.active_fd]:
-                os.close(fd)
-        _advance_recovery_point(self.indexes, self.checkpoint)
-        if self.on_done is not None:
-            self.on_done()
+            self.discard()
+        self._durable()
+
+    def run_covered(self) -> None:
+        """What `run` does after its fsyncs, once a syncfs of the plan's filesystem, issued after every
+        write the plan covers, succeeded: that made its files and directory entries durable too."""
+        self.discard()
+        self._durable()
 
     def discard(self) -> None:
         """Close the plan's file descriptors without fsyncing: for a log that can no longer be trusted
         (an earlier fsync failed), whose recovery point must not move."""
         for fd in [*self.rolled_fds, self.active_fd]:
             os.close(fd)
+
+    def _durable(self) -> None:
+        _advance_recovery_point(self.indexes, self.checkpoint)
+        if self.on_done is not None:
+            self.on_done()
 
 
 def _advance_recovery_point(indexes: list[Path], checkpoint: tuple[Path, int] | None) -> None:
@@ -169,6 +187,7 @@ class PartitionLog:
         self.recovery_stats = RecoveryStats()
         # Set when the file could not be put back after a failed write: no more appends until reopened.
         self.failed: OSError | None = None
+        self.device = -1  # st_dev of the directory's filesystem, once open
 
     @classmethod
     def open(cls, directory: Path, partition: int, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
@@ -187,7 +206,7 @@ class PartitionLog:
         complete_swaps(pdir)
         segments = list_segments(pdir, index_interval_bytes)
         next_offset, stats = recover(pdir, segments, deep)  # raises CorruptLogError before changing anything
-        self = cls(pdir, partition, segment_bytes, file_io or FileIO(), segments, next_offset,
+        self = cls(pdir, partition, segment_bytes, file_io or SYSTEM_IO, segments, next_offset,
                    segment_ms=segment_ms, index_interval_bytes=index_interval_bytes)
         self.recovery_stats = stats
         if not segments:
@@ -195,6 +214,7 @@ class PartitionLog:
         if created:
             self._dirty_dirs.add(pdir.parent)
         self._fd = os.open(self._segments[-1].path, os.O_RDWR)
+        self.device = os.fstat(self._fd).st_dev
         # Every segment before the active one is now verified (or was trusted) and durable; this also
         # drops a clean-shutdown mark, which must not outlive the appends this run will make.
         write_recovery_point(pdir, self._segments[-1].base_offset)
@@ -319,7 +339,7 @@ class PartitionLog:
 
         plan = SyncPlan(self.file_io, self._unsynced_fds, os.dup(self._fd), sorted(
             self._dirty_dirs, key=lambda p: len(p.parts), reverse=True), self._unsynced_indexes,
-            self._take_checkpoint(), done)
+            self._take_checkpoint(), done, self.device)
         self._unsynced_fds = []
         self._unsynced_indexes = []
         self._dirty_dirs = set()
