@@ -27,7 +27,7 @@ from typing import Any
 
 import uvloop
 
-from coordinator_server.app import store_config
+from coordinator_server.app import GC_THRESHOLDS, store_config
 from coordinator_server.cli import configure_logging
 from coordinator_server.config import Config
 from coordinator_server.group.api import LeaveGroupInput, LeaveMember
@@ -181,7 +181,7 @@ async def measure(size: int, repeat: int, profile_to: str | None = None) -> dict
         runtime.attach_topics(StoreTopicsImage(store))
         gc.collect(1)
         gc.freeze()  # as app._settle_heap does after start-up
-        gc.set_threshold(10_000, 20, 10)
+        gc.set_threshold(*GC_THRESHOLDS)
         writer = GroupCommitWriter(config.fsync, "topic_store")
         data = DataHandlers(store, writer, runtime, config.node_id)
         handlers = RequestHandlers(runtime, store, BrokerEndpoint(0, "127.0.0.1", 9092), config.cluster_id, data)

@@ -149,17 +149,24 @@ async def _join_cluster(config: Config, runtime: CoordinatorRuntime, handlers: R
     return node
 
 
+# The young generation is collected every 50,000 net container allocations (CPython's default: 700). A
+# rebalance parks ~25 objects per member until it completes; each young collection scans whatever survived,
+# so at 5,000 members a threshold of 10,000 spent ~12% of the rebalance's CPU rescanning parked members, and
+# 50,000 about half that (benchmarks/findings.md, session 9).
+GC_THRESHOLDS = (50_000, 20, 10)
+
+
 def _settle_heap() -> None:
     """What start-up loaded (groups, members, offsets, topic indexes) lives as long as the process: take it
     out of the cyclic collector's view (gc.freeze), so full collections scan only what came later, and
-    collect the youngest generation less often. Measured by the rebalance benchmark: the server's CPU in a
+    collect the youngest generation less often (GC_THRESHOLDS). Measured by the rebalance benchmark: the server's CPU in a
     5,000-member rebalance fell by 17% (full collections over a big heap grew faster than linearly); see
     docs/decisions.md. Objects frozen here are still freed by reference counting when dropped; only cyclic
     garbage made during the load would stay, and the load makes next to none (the young generations are
     collected first, cheaply; a full collection here would cost seconds at a million members)."""
     gc.collect(1)
     gc.freeze()
-    gc.set_threshold(10_000, 20, 10)
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 async def _start_listeners(server: CoordinatorServer, config: Config, security: SecuritySettings,
