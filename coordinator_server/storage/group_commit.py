@@ -18,8 +18,8 @@ round's plans to one sync thread. When the round wrote to `SYNCFS_MIN_PARTITIONS
 one filesystem, one syncfs(2) of it makes them all durable at once (`storage.syncfs`: one journal commit
 and one cache flush instead of one per file; on ext4, 40 partitions' fsyncs took ~2 ms and one syncfs
 ~0.35 ms); otherwise, or with syncfs off (`--fsync-method fsync`, or a kernel that does not report its
-errors), the sync thread fsyncs each partition, at once on a small pool when there are several. While a round is on the disk the next one queues up, so under load one fsync covers many
-appends (group commit). Under policy `always` rounds are pipelined two deep: the next round's plans are
+errors), the sync thread fsyncs each partition, at once on a small pool when there are several. While a
+round is on the disk the next one queues up, so under load one fsync covers many appends (group commit). Under policy `always` rounds are pipelined two deep: the next round's plans are
 queued on the sync thread as soon as they are taken, so its fsyncs start the moment the previous round's
 finish (never before: a failed fsync must be seen by the fsyncs after it), and rounds complete in order.
 
