@@ -42,7 +42,6 @@ from __future__ import annotations
 import struct
 import warnings
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -71,6 +70,7 @@ LOCKSTEP_MIN_BATCHES = 256
 _HEADER = DefaultRecordBatch.HEADER_STRUCT  # BaseOffset .. RecordsCount, 61 bytes
 _HEADER_SIZE = _HEADER.size
 _LOG_OVERHEAD = 12
+_MIN_LENGTH = _HEADER_SIZE - _LOG_OVERHEAD  # the shortest Length a batch header fits in
 _CRC_FROM = DefaultRecordBatch.ATTRIBUTES_OFFSET  # the CRC covers Attributes to the end of the batch
 # Attributes that send a batch to kafka-python: compression codec, log-append time (a record's timestamp
 # is then the batch's max), transactional, control.
@@ -90,8 +90,8 @@ _STRING_COLUMNS = frozenset({"group", "topic", "metadata"})
 
 
 class _Strings:
-    """The distinct strings of a range (groups, topics, metadata) by index: a string column is then one
-    `take` from a small array, not a UTF-8 encoding per row. Index 0 is ""."""
+    """Distinct strings (groups, topics, metadata) by index: a string column is then one `take` from a
+    small array, not a UTF-8 encoding per row. Index 0 is ""."""
 
     def __init__(self) -> None:
         self.values: list[str] = [""]
@@ -105,6 +105,42 @@ class _Strings:
         return i
 
 
+class _Keys:
+    """The offset-commit keys met so far, decoded, and the strings they name, for the Python worker's life:
+    a partition's keys recur in every segment and range of it, and decoding them again for each range (a
+    distinct key every ~12 records of a commit log, each through the key decoder and two string lookups) was
+    ~10% of the decode. Bounded: past `_KEYS_LIMIT` keys or strings it starts over, between chunks only (a
+    chunk's rows hold indexes into `strings` until they are flushed)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.strings = _Strings()
+        self.decoded: dict[bytes, Any] = {}  # key bytes -> (group, topic, partition) as (index, index, int)
+        self._table: pa.Array | None = None
+
+    def __call__(self, key: bytes) -> Any:
+        k = self.decoded.get(key)
+        if k is None:
+            k = self.decoded[key] = _commit_key(key, self.strings)
+        return k
+
+    def table(self) -> pa.Array:
+        """`strings` as an Arrow array, built again only when a string was added."""
+        if self._table is None or len(self._table) != len(self.strings.values):
+            self._table = pa.array(self.strings.values, pa.string())
+        return self._table
+
+    def maybe_reset(self) -> None:
+        if len(self.decoded) > _KEYS_LIMIT or len(self.strings.values) > _KEYS_LIMIT:
+            self.reset()
+
+
+_KEYS_LIMIT = 1 << 16
+_WORKER_KEYS = _Keys()
+
+
 def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int | None = None,
                     rows_per_batch: int = ROWS_PER_BATCH,
                     lockstep_min: int = LOCKSTEP_MIN_BATCHES) -> Iterator[pa.RecordBatch]:
@@ -116,37 +152,41 @@ def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int |
     """
     chunk = _Chunk(decode.segment_base(where), content, lockstep_min)
     pos, size = start, len(content) if end is None else end
-    while pos < size:
-        problem = decode.header_problem(content, pos, size)
-        if problem is not None:
-            chunk.generic.append({**chunk.base, "offset": None, "position": pos, "record_type": "error",
-                                  "error": problem})
-            break
-        (base_offset, length, _epoch, _magic, crc, attrs, _last_delta, first_ts, _max_ts, _pid, _pepoch, _seq,
-         count) = _HEADER.unpack_from(content, pos)
-        batch_end = pos + _LOG_OVERHEAD + length
-        if calc_crc32c(memoryview(content)[pos + _CRC_FROM:batch_end]) != crc:
-            chunk.generic.append({**chunk.base, "offset": None, "position": pos, "record_type": "error",
-                                  "error": f"CRC32C mismatch in the batch at byte {pos}"})
-        elif attrs & _SLOW_ATTRIBUTES:
-            chunk.generic.extend(decode.batch_rows(chunk.base, pos, DefaultRecordBatch(content[pos:batch_end])))
-        else:
-            chunk.pending.append((pos, batch_end, base_offset, first_ts, count))
-            chunk.pending_rows += max(0, count)
-        pos = batch_end
-        if chunk.rows() >= rows_per_batch:
-            yield from chunk.flush()
+    with memoryview(content) as view:  # released on any exit: the mmap can then be closed
+        while pos < size:
+            # The header read once: `decode.header_problem`'s checks on its fields, and only a header that
+            # fails them goes to it for the message.
+            if size - pos >= _HEADER_SIZE:
+                (base_offset, length, _epoch, magic, crc, attrs, _last_delta, first_ts, _max_ts, _pid, _pepoch,
+                 _seq, count) = _HEADER.unpack_from(content, pos)
+                batch_end = pos + _LOG_OVERHEAD + length
+            if size - pos < _HEADER_SIZE or magic != 2 or length < _MIN_LENGTH or batch_end > size:
+                chunk.generic.append({**chunk.base, "offset": None, "position": pos, "record_type": "error",
+                                      "error": decode.header_problem(content, pos, size)})
+                break
+            if calc_crc32c(view[pos + _CRC_FROM:batch_end]) != crc:
+                chunk.generic.append({**chunk.base, "offset": None, "position": pos, "record_type": "error",
+                                      "error": f"CRC32C mismatch in the batch at byte {pos}"})
+            elif attrs & _SLOW_ATTRIBUTES:
+                chunk.generic.extend(decode.batch_rows(chunk.base, pos, DefaultRecordBatch(content[pos:batch_end])))
+            else:
+                chunk.pending.append((pos, batch_end, base_offset, first_ts, count))
+                chunk.pending_rows += max(0, count)
+            pos = batch_end
+            # While walking, the chunk's rows are the pending batches' and the generic ones (the offset
+            # commits are added by the flush).
+            if chunk.pending_rows + len(chunk.generic) >= rows_per_batch:
+                yield from chunk.flush()
     yield from chunk.flush()
 
 
 class _Chunk:
-    """The rows of a range decoded so far and the batches waiting for the lockstep parser; the key cache
-    and the distinct strings live as long as the range."""
+    """The rows of a range decoded so far and the batches waiting for the lockstep parser; the decoded keys
+    and their strings are the worker's (`_Keys`)."""
 
     def __init__(self, base: dict[str, Any], content: Any, lockstep_min: int) -> None:
         self.base, self.content, self.lockstep_min = base, content, lockstep_min
-        self.keys: dict[bytes, Any] = {}  # key bytes -> (group, topic, partition) as (index, index, int)
-        self.strings = _Strings()
+        self.key = _WORKER_KEYS
         self.commits: list[Any] = []  # flat: len(_COMMIT_COLUMNS) values per offset commit
         self.generic: list[dict[str, Any]] = []
         self.pending: list[tuple[int, int, int, int, int]] = []  # (pos, end, base offset, first ts, count)
@@ -155,20 +195,19 @@ class _Chunk:
     def rows(self) -> int:
         return self.pending_rows + len(self.commits) // _WIDTH + len(self.generic)
 
-    def key(self, key: bytes) -> Any:
-        k = self.keys.get(key)
-        if k is None:
-            k = self.keys[key] = _commit_key(key, self.strings)
-        return k
+    @property
+    def strings(self) -> _Strings:
+        return self.key.strings
 
     def flush(self) -> Iterator[pa.RecordBatch]:
         if self.pending:
             yield from self._lockstep()
         if self.commits:
-            yield _flat_commits(self.base, self.strings, self.commits)
+            yield _flat_commits(self.base, self.key.table(), self.commits)
         if self.generic:
             yield pa.RecordBatch.from_pylist(self.generic, schema=record_arrow_schema())
         self.commits, self.generic, self.pending, self.pending_rows = [], [], [], 0
+        self.key.maybe_reset()
 
     def _lockstep(self) -> Iterator[pa.RecordBatch]:
         """The pending batches through `pipeline.lockstep`; the batches it leaves, and the records it does not
@@ -200,7 +239,7 @@ class _Chunk:
         if len(fast_rows):
             found_keys = np.array([k if k is not _GENERIC else (0, 0, 0) for k in found], dtype=np.int64)
             key_rows = found_keys[inverse[np.searchsorted(keyed, fast_rows)]]
-            yield _commit_batch(self.base, len(fast_rows), self.strings, {
+            yield _commit_batch(self.base, len(fast_rows), self.key.table(), {
                 "offset": recs.offset[fast_rows], "position": position[fast_rows],
                 "timestamp": recs.timestamp[fast_rows], "group": key_rows[:, 0], "topic": key_rows[:, 1],
                 "partition": key_rows[:, 2], "tombstone": np.zeros(len(fast_rows), dtype=bool),
@@ -309,10 +348,8 @@ def _commit_key(key: bytes, strings: _Strings) -> Any:
     return _GENERIC if k is None else (strings(k[0]), strings(k[1]), k[2])
 
 
-@lru_cache(maxsize=1 << 16)
 def _decoded_commit_key(key: bytes) -> tuple[str, str, int] | None:
-    """(group, topic, partition) of an OffsetCommitKey, None for any other key. Cached for the worker's
-    life: a partition's keys recur in every segment and range of it (a range's own cache starts empty)."""
+    """(group, topic, partition) of an OffsetCommitKey, None for any other key."""
     try:
         k = decode_key(key)
     except RecordDecodeError:
@@ -322,18 +359,17 @@ def _decoded_commit_key(key: bytes) -> tuple[str, str, int] | None:
     return None
 
 
-def _flat_commits(base: dict[str, Any], strings: _Strings, commits: list[Any]) -> pa.RecordBatch:
+def _flat_commits(base: dict[str, Any], table: pa.Array, commits: list[Any]) -> pa.RecordBatch:
     """The flat list of `_add_record`'s offset commits as one Arrow batch: a strided slice per column."""
     columns = {name: commits[i::_WIDTH] for i, name in enumerate(_COMMIT_COLUMNS)}
-    return _commit_batch(base, len(commits) // _WIDTH, strings, columns)
+    return _commit_batch(base, len(commits) // _WIDTH, table, columns)
 
 
-def _commit_batch(base: dict[str, Any], n: int, strings: _Strings, columns: dict[str, Any]) -> pa.RecordBatch:
+def _commit_batch(base: dict[str, Any], n: int, table: pa.Array, columns: dict[str, Any]) -> pa.RecordBatch:
     """`n` offset commits as an Arrow batch of RECORD_SCHEMA: `columns` holds each of `_COMMIT_COLUMNS` as a
-    list or numpy array (None: all null; string columns as indexes into `strings`); the segment's constants
-    and record_type are repeated, every other column is null."""
+    list or numpy array (None: all null; string columns as indexes into `table`, the strings); the segment's
+    constants and record_type are repeated, every other column is null."""
     schema = record_arrow_schema()
-    table = pa.array(strings.values, pa.string())
     arrays = []
     for field in schema:
         if field.name in columns:
