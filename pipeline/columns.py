@@ -157,11 +157,14 @@ def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int |
         while pos < size:
             # The header read once: `decode.header_problem`'s checks on its fields, and only a header that
             # fails them goes to it for the message.
-            if size - pos >= _HEADER_SIZE:
+            if size - pos < _HEADER_SIZE:
+                trusted = False
+            else:
                 (base_offset, length, _epoch, magic, crc, attrs, _last_delta, first_ts, _max_ts, _pid, _pepoch,
                  _seq, count) = _HEADER.unpack_from(content, pos)
                 batch_end = pos + _LOG_OVERHEAD + length
-            if size - pos < _HEADER_SIZE or magic != 2 or length < _MIN_LENGTH or batch_end > size:
+                trusted = magic == 2 and length >= _MIN_LENGTH and batch_end <= size
+            if not trusted:
                 chunk.generic.append({**chunk.base, "offset": None, "position": pos, "record_type": "error",
                                       "error": decode.header_problem(content, pos, size)})
                 break
@@ -187,7 +190,7 @@ class _Chunk:
 
     def __init__(self, base: dict[str, Any], content: Any, lockstep_min: int) -> None:
         self.base, self.content, self.lockstep_min = base, content, lockstep_min
-        self.key = _WORKER_KEYS
+        self.keys = _WORKER_KEYS
         self.commits: list[Any] = []  # flat: len(_COMMIT_COLUMNS) values per offset commit
         self.generic: list[dict[str, Any]] = []
         self.pending: list[tuple[int, int, int, int, int]] = []  # (pos, end, base offset, first ts, count)
@@ -198,17 +201,17 @@ class _Chunk:
 
     @property
     def strings(self) -> _Strings:
-        return self.key.strings
+        return self.keys.strings
 
     def flush(self) -> Iterator[pa.RecordBatch]:
         if self.pending:
             yield from self._lockstep()
         if self.commits:
-            yield _flat_commits(self.base, self.key.table(), self.commits)
+            yield _flat_commits(self.base, self.keys.table(), self.commits)
         if self.generic:
             yield pa.RecordBatch.from_pylist(self.generic, schema=record_arrow_schema())
         self.commits, self.generic, self.pending, self.pending_rows = [], [], [], 0
-        self.key.maybe_reset()
+        self.keys.maybe_reset()
 
     def _lockstep(self) -> Iterator[pa.RecordBatch]:
         """The pending batches through `pipeline.lockstep`; the batches it leaves, and the records it does not
@@ -223,7 +226,7 @@ class _Chunk:
                 self.generic.extend(decode.batch_rows(self.base, pos, DefaultRecordBatch(content[pos:batch_end])))
         position = batches[recs.batch, 0]
         keyed = np.flatnonzero((recs.key_len >= 0) & (recs.key_len <= lockstep.MAX_KEY))
-        found, inverse = lockstep.key_ids(u8, recs.key_pos[keyed], recs.key_len[keyed], self.key)
+        found, inverse = lockstep.key_ids(u8, recs.key_pos[keyed], recs.key_len[keyed], self.keys)
         commit_key = np.array([k is not _GENERIC for k in found], dtype=bool)
         fast = np.zeros(len(recs.offset), dtype=bool)
         fast[keyed] = commit_key[inverse] & (recs.value_len[keyed] == lockstep.V3_SIZE) if len(keyed) else False
@@ -240,7 +243,7 @@ class _Chunk:
         if len(fast_rows):
             found_keys = np.array([k if k is not _GENERIC else (0, 0, 0) for k in found], dtype=np.int64)
             key_rows = found_keys[inverse[np.searchsorted(keyed, fast_rows)]]
-            yield _commit_batch(self.base, len(fast_rows), self.key.table(), {
+            yield _commit_batch(self.base, len(fast_rows), self.keys.table(), {
                 "offset": recs.offset[fast_rows], "position": position[fast_rows],
                 "timestamp": recs.timestamp[fast_rows], "group": key_rows[:, 0], "topic": key_rows[:, 1],
                 "partition": key_rows[:, 2], "tombstone": np.zeros(len(fast_rows), dtype=bool),
@@ -305,7 +308,7 @@ def _add_record(buf: Any, chunk: _Chunk, offset: int, batch_pos: int, ts: int, k
     """One record: an offset commit onto the flat `chunk.commits` (`_COMMIT_COLUMNS` per record: extending
     a flat list and slicing it per column costs far less than a tuple per record transposed with
     `zip(*rows)`), any other record as a generic row."""
-    k = _GENERIC if key is None else chunk.key(key)
+    k = _GENERIC if key is None else chunk.keys(key)
     if k is not _GENERIC:
         if vlen < 0:
             chunk.commits.extend((offset, batch_pos, ts, *k, True, None, None, None, None, None))
