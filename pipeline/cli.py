@@ -39,7 +39,7 @@ PROG = "coordinator-server pipeline"
 # Arrow Java's per-access checks, off in the JVMs that read the decoder's Arrow batches (Spark turns every
 # value of every row into its own row format through ArrowColumnVector): the bounds and reference-count check
 # of each buffer read, and the null check of each `get` — Spark asks `isNullAt` first. With them on they
-# were ~10% of the JVM's CPU in a 2M-commit decode (docs/pipeline.md#speed). The batches come from this
+# were ~6-10% of the JVM's CPU in a 2M-commit decode (docs/pipeline.md#speed). The batches come from this
 # package's own pyarrow, whole. (Java system property, its environment variable, value.)
 ARROW_UNCHECKED = (("arrow.enable_unsafe_memory_access", "ARROW_ENABLE_UNSAFE_MEMORY_ACCESS", "true"),
                    ("arrow.enable_null_check_for_get", "ARROW_ENABLE_NULL_CHECK_FOR_GET", "false"))
