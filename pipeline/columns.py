@@ -12,15 +12,16 @@ does for the server's start-up:
    chunk all at once, in lockstep with numpy (`pipeline.lockstep`: step k reads the k-th record of every
    batch), and the batches it leaves (uncommon record layouts, the long tail of long batches) one record
    at a time in Python (`_add_batch`);
-2. decodes each distinct key once (`codec.decode_key`, cached by its bytes for the worker's life; the
-   lockstep path finds a chunk's distinct keys with one integer sort);
+2. decodes each distinct key once (`codec.decode_key`; `_Keys` keeps each key's group, topic and partition
+   for the worker's life, the strings as indexes into its table; the lockstep path finds a chunk's distinct
+   keys with one integer sort and looks each up once);
 3. reads the common OffsetCommitValue (v3, empty metadata: 24 bytes) through a structured numpy view (one
    `struct` unpack in the per-record path), any other value with `codec.decode_offset_value`;
 4. turns a chunk into Arrow columns at once: numpy arrays from the lockstep path; from the per-record path
-   a run of values in one flat list (group, topic and metadata as indexes into the range's distinct
+   a run of values in one flat list (group, topic and metadata as indexes into the worker's distinct
    strings), a strided slice and one `pa.array` per column; one `take` per string column; constant and
-   always-null columns need no list. (A tuple per record transposed with `zip(*rows)` cost more than all
-   the parsing.)
+   always-null columns need no list (`_nulls`). (A tuple per record transposed with `zip(*rows)` cost more
+   than all the parsing.)
 
 Everything else goes to the generic, row-by-row decoding of `pipeline.decode` (`batch_rows`,
 `offsets_record`) and comes out as the very same rows: batches the hand parsers do not take (compressed,
@@ -30,9 +31,9 @@ decode, and damage (a CRC failure is one error row and the batch is skipped; an 
 error row and ends the range, as `decode.walk_batches`). tests/pipeline/test_columns.py holds the two to
 the same rows on generated logs, compressed and damaged ones included, with the lockstep path taking every
 batch it can and with the default that leaves a small log's batches to the per-record path. Measured on a
-2M-commit log, one core, Arrow batches built but not sent: ~1,800,000 records per CPU second here (~0.55
-µs a record: lockstep 0.12, keys 0.17, values 0.03, Arrow 0.06, the header walk the rest), ~800,000 with
-the per-record path alone, ~140,000 through `pipeline.decode`.
+2M-commit log, one core, Arrow batches built but not sent: ~2,100,000 records per CPU second here (~0.47
+µs a record; 0.55 when each range decoded its keys again, ~0.17 µs a record of it for the keys, and read
+each header twice), ~800,000 with the per-record path alone, ~140,000 through `pipeline.decode`.
 
 Row order: within each chunk of at most `ROWS_PER_BATCH` rows the offset commits come first, then the
 generic rows. Nothing depends on row order: the jobs order records by (log_partition, offset).
@@ -42,7 +43,6 @@ from __future__ import annotations
 import struct
 import warnings
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -71,6 +71,7 @@ LOCKSTEP_MIN_BATCHES = 256
 _HEADER = DefaultRecordBatch.HEADER_STRUCT  # BaseOffset .. RecordsCount, 61 bytes
 _HEADER_SIZE = _HEADER.size
 _LOG_OVERHEAD = 12
+_MIN_LENGTH = _HEADER_SIZE - _LOG_OVERHEAD  # the shortest Length a batch header fits in
 _CRC_FROM = DefaultRecordBatch.ATTRIBUTES_OFFSET  # the CRC covers Attributes to the end of the batch
 # Attributes that send a batch to kafka-python: compression codec, log-append time (a record's timestamp
 # is then the batch's max), transactional, control.
@@ -90,8 +91,8 @@ _STRING_COLUMNS = frozenset({"group", "topic", "metadata"})
 
 
 class _Strings:
-    """The distinct strings of a range (groups, topics, metadata) by index: a string column is then one
-    `take` from a small array, not a UTF-8 encoding per row. Index 0 is ""."""
+    """Distinct strings (groups, topics, metadata) by index: a string column is then one `take` from a
+    small array, not a UTF-8 encoding per row. Index 0 is ""."""
 
     def __init__(self) -> None:
         self.values: list[str] = [""]
@@ -105,6 +106,42 @@ class _Strings:
         return i
 
 
+class _Keys:
+    """The offset-commit keys met so far, decoded, and the strings they name, for the Python worker's life:
+    a partition's keys recur in every segment and range of it, and decoding them again for each range (a
+    distinct key every ~12 records of a commit log, each through the key decoder and two string lookups) was
+    ~10% of the decode. Bounded: past `_KEYS_LIMIT` keys or strings it starts over, between chunks only (a
+    chunk's rows hold indexes into `strings` until they are flushed)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.strings = _Strings()
+        self.decoded: dict[bytes, Any] = {}  # key bytes -> (group, topic, partition) as (index, index, int)
+        self._table: pa.Array | None = None
+
+    def __call__(self, key: bytes) -> Any:
+        k = self.decoded.get(key)
+        if k is None:
+            k = self.decoded[key] = _commit_key(key, self.strings)
+        return k
+
+    def table(self) -> pa.Array:
+        """`strings` as an Arrow array, built again only when a string was added."""
+        if self._table is None or len(self._table) != len(self.strings.values):
+            self._table = pa.array(self.strings.values, pa.string())
+        return self._table
+
+    def maybe_reset(self) -> None:
+        if len(self.decoded) > _KEYS_LIMIT or len(self.strings.values) > _KEYS_LIMIT:
+            self.reset()
+
+
+_KEYS_LIMIT = 1 << 16
+_WORKER_KEYS = _Keys()
+
+
 def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int | None = None,
                     rows_per_batch: int = ROWS_PER_BATCH,
                     lockstep_min: int = LOCKSTEP_MIN_BATCHES) -> Iterator[pa.RecordBatch]:
@@ -116,37 +153,44 @@ def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int |
     """
     chunk = _Chunk(decode.segment_base(where), content, lockstep_min)
     pos, size = start, len(content) if end is None else end
-    while pos < size:
-        problem = decode.header_problem(content, pos, size)
-        if problem is not None:
-            chunk.generic.append({**chunk.base, "offset": None, "position": pos, "record_type": "error",
-                                  "error": problem})
-            break
-        (base_offset, length, _epoch, _magic, crc, attrs, _last_delta, first_ts, _max_ts, _pid, _pepoch, _seq,
-         count) = _HEADER.unpack_from(content, pos)
-        batch_end = pos + _LOG_OVERHEAD + length
-        if calc_crc32c(memoryview(content)[pos + _CRC_FROM:batch_end]) != crc:
-            chunk.generic.append({**chunk.base, "offset": None, "position": pos, "record_type": "error",
-                                  "error": f"CRC32C mismatch in the batch at byte {pos}"})
-        elif attrs & _SLOW_ATTRIBUTES:
-            chunk.generic.extend(decode.batch_rows(chunk.base, pos, DefaultRecordBatch(content[pos:batch_end])))
-        else:
-            chunk.pending.append((pos, batch_end, base_offset, first_ts, count))
-            chunk.pending_rows += max(0, count)
-        pos = batch_end
-        if chunk.rows() >= rows_per_batch:
-            yield from chunk.flush()
+    with memoryview(content) as view:  # released on any exit: the mmap can then be closed
+        while pos < size:
+            # The header read once: `decode.header_problem`'s checks on its fields, and only a header that
+            # fails them goes to it for the message.
+            if size - pos < _HEADER_SIZE:
+                trusted = False
+            else:
+                (base_offset, length, _epoch, magic, crc, attrs, _last_delta, first_ts, _max_ts, _pid, _pepoch,
+                 _seq, count) = _HEADER.unpack_from(content, pos)
+                batch_end = pos + _LOG_OVERHEAD + length
+                trusted = magic == 2 and length >= _MIN_LENGTH and batch_end <= size
+            if not trusted:
+                chunk.generic.append({**chunk.base, "offset": None, "position": pos, "record_type": "error",
+                                      "error": decode.header_problem(content, pos, size)})
+                break
+            if calc_crc32c(view[pos + _CRC_FROM:batch_end]) != crc:
+                chunk.generic.append({**chunk.base, "offset": None, "position": pos, "record_type": "error",
+                                      "error": f"CRC32C mismatch in the batch at byte {pos}"})
+            elif attrs & _SLOW_ATTRIBUTES:
+                chunk.generic.extend(decode.batch_rows(chunk.base, pos, DefaultRecordBatch(content[pos:batch_end])))
+            else:
+                chunk.pending.append((pos, batch_end, base_offset, first_ts, count))
+                chunk.pending_rows += max(0, count)
+            pos = batch_end
+            # While walking, the chunk's rows are the pending batches' and the generic ones (the offset
+            # commits are added by the flush).
+            if chunk.pending_rows + len(chunk.generic) >= rows_per_batch:
+                yield from chunk.flush()
     yield from chunk.flush()
 
 
 class _Chunk:
-    """The rows of a range decoded so far and the batches waiting for the lockstep parser; the key cache
-    and the distinct strings live as long as the range."""
+    """The rows of a range decoded so far and the batches waiting for the lockstep parser; the decoded keys
+    and their strings are the worker's (`_Keys`)."""
 
     def __init__(self, base: dict[str, Any], content: Any, lockstep_min: int) -> None:
         self.base, self.content, self.lockstep_min = base, content, lockstep_min
-        self.keys: dict[bytes, Any] = {}  # key bytes -> (group, topic, partition) as (index, index, int)
-        self.strings = _Strings()
+        self.keys = _WORKER_KEYS
         self.commits: list[Any] = []  # flat: len(_COMMIT_COLUMNS) values per offset commit
         self.generic: list[dict[str, Any]] = []
         self.pending: list[tuple[int, int, int, int, int]] = []  # (pos, end, base offset, first ts, count)
@@ -155,20 +199,19 @@ class _Chunk:
     def rows(self) -> int:
         return self.pending_rows + len(self.commits) // _WIDTH + len(self.generic)
 
-    def key(self, key: bytes) -> Any:
-        k = self.keys.get(key)
-        if k is None:
-            k = self.keys[key] = _commit_key(key, self.strings)
-        return k
+    @property
+    def strings(self) -> _Strings:
+        return self.keys.strings
 
     def flush(self) -> Iterator[pa.RecordBatch]:
         if self.pending:
             yield from self._lockstep()
         if self.commits:
-            yield _flat_commits(self.base, self.strings, self.commits)
+            yield _flat_commits(self.base, self.keys.table(), self.commits)
         if self.generic:
             yield pa.RecordBatch.from_pylist(self.generic, schema=record_arrow_schema())
         self.commits, self.generic, self.pending, self.pending_rows = [], [], [], 0
+        self.keys.maybe_reset()
 
     def _lockstep(self) -> Iterator[pa.RecordBatch]:
         """The pending batches through `pipeline.lockstep`; the batches it leaves, and the records it does not
@@ -183,7 +226,7 @@ class _Chunk:
                 self.generic.extend(decode.batch_rows(self.base, pos, DefaultRecordBatch(content[pos:batch_end])))
         position = batches[recs.batch, 0]
         keyed = np.flatnonzero((recs.key_len >= 0) & (recs.key_len <= lockstep.MAX_KEY))
-        found, inverse = lockstep.key_ids(u8, recs.key_pos[keyed], recs.key_len[keyed], self.key)
+        found, inverse = lockstep.key_ids(u8, recs.key_pos[keyed], recs.key_len[keyed], self.keys)
         commit_key = np.array([k is not _GENERIC for k in found], dtype=bool)
         fast = np.zeros(len(recs.offset), dtype=bool)
         fast[keyed] = commit_key[inverse] & (recs.value_len[keyed] == lockstep.V3_SIZE) if len(keyed) else False
@@ -200,7 +243,7 @@ class _Chunk:
         if len(fast_rows):
             found_keys = np.array([k if k is not _GENERIC else (0, 0, 0) for k in found], dtype=np.int64)
             key_rows = found_keys[inverse[np.searchsorted(keyed, fast_rows)]]
-            yield _commit_batch(self.base, len(fast_rows), self.strings, {
+            yield _commit_batch(self.base, len(fast_rows), self.keys.table(), {
                 "offset": recs.offset[fast_rows], "position": position[fast_rows],
                 "timestamp": recs.timestamp[fast_rows], "group": key_rows[:, 0], "topic": key_rows[:, 1],
                 "partition": key_rows[:, 2], "tombstone": np.zeros(len(fast_rows), dtype=bool),
@@ -265,7 +308,7 @@ def _add_record(buf: Any, chunk: _Chunk, offset: int, batch_pos: int, ts: int, k
     """One record: an offset commit onto the flat `chunk.commits` (`_COMMIT_COLUMNS` per record: extending
     a flat list and slicing it per column costs far less than a tuple per record transposed with
     `zip(*rows)`), any other record as a generic row."""
-    k = _GENERIC if key is None else chunk.key(key)
+    k = _GENERIC if key is None else chunk.keys(key)
     if k is not _GENERIC:
         if vlen < 0:
             chunk.commits.extend((offset, batch_pos, ts, *k, True, None, None, None, None, None))
@@ -309,10 +352,8 @@ def _commit_key(key: bytes, strings: _Strings) -> Any:
     return _GENERIC if k is None else (strings(k[0]), strings(k[1]), k[2])
 
 
-@lru_cache(maxsize=1 << 16)
 def _decoded_commit_key(key: bytes) -> tuple[str, str, int] | None:
-    """(group, topic, partition) of an OffsetCommitKey, None for any other key. Cached for the worker's
-    life: a partition's keys recur in every segment and range of it (a range's own cache starts empty)."""
+    """(group, topic, partition) of an OffsetCommitKey, None for any other key."""
     try:
         k = decode_key(key)
     except RecordDecodeError:
@@ -322,24 +363,23 @@ def _decoded_commit_key(key: bytes) -> tuple[str, str, int] | None:
     return None
 
 
-def _flat_commits(base: dict[str, Any], strings: _Strings, commits: list[Any]) -> pa.RecordBatch:
+def _flat_commits(base: dict[str, Any], table: pa.Array, commits: list[Any]) -> pa.RecordBatch:
     """The flat list of `_add_record`'s offset commits as one Arrow batch: a strided slice per column."""
     columns = {name: commits[i::_WIDTH] for i, name in enumerate(_COMMIT_COLUMNS)}
-    return _commit_batch(base, len(commits) // _WIDTH, strings, columns)
+    return _commit_batch(base, len(commits) // _WIDTH, table, columns)
 
 
-def _commit_batch(base: dict[str, Any], n: int, strings: _Strings, columns: dict[str, Any]) -> pa.RecordBatch:
+def _commit_batch(base: dict[str, Any], n: int, table: pa.Array, columns: dict[str, Any]) -> pa.RecordBatch:
     """`n` offset commits as an Arrow batch of RECORD_SCHEMA: `columns` holds each of `_COMMIT_COLUMNS` as a
-    list or numpy array (None: all null; string columns as indexes into `strings`); the segment's constants
-    and record_type are repeated, every other column is null."""
+    list or numpy array (None: all null; string columns as indexes into `table`, the strings); the segment's
+    constants and record_type are repeated, every other column is null."""
     schema = record_arrow_schema()
-    table = pa.array(strings.values, pa.string())
     arrays = []
     for field in schema:
         if field.name in columns:
             values = columns[field.name]
             if values is None:
-                arrays.append(pa.nulls(n, field.type))
+                arrays.append(_nulls(n, field.type))
             elif field.name in _STRING_COLUMNS:
                 arrays.append(table.take(pa.array(values, pa.int32())))
             else:
@@ -348,5 +388,16 @@ def _commit_batch(base: dict[str, Any], n: int, strings: _Strings, columns: dict
             value = base.get(field.name, "offset_commit")
             arrays.append(pa.repeat(pa.scalar(value, field.type), n))
         else:
-            arrays.append(pa.nulls(n, field.type))
+            arrays.append(_nulls(n, field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _nulls(n: int, data_type: pa.DataType) -> pa.Array:
+    """`n` nulls of `data_type`. A list column as offsets over an empty child: `pa.nulls` gives it a child
+    of `n` null elements, whose buffers went through the Arrow stream to the JVM too (`members`, a list of
+    structs of strings and lists, was 44 of the 286 bytes of an offset commit's row; 4 this way)."""
+    if pa.types.is_list(data_type):
+        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)),
+                                        pa.array([], data_type.value_type), type=data_type,
+                                        mask=pa.array(np.ones(n, dtype=bool)))
+    return pa.nulls(n, data_type)

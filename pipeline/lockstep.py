@@ -129,7 +129,9 @@ def key_ids(u8: np.ndarray, key_pos: np.ndarray, key_len: np.ndarray,
         _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
     del words
-    keys = [key_of(u8[key_pos[i]:key_pos[i] + key_len[i]].tobytes()) for i in first.tolist()]
+    with u8.data as data:  # released on return, as `words`: the mmap under `u8` can then be closed
+        keys = [key_of(bytes(data[p:p + n])) for p, n in zip(key_pos[first].tolist(), key_len[first].tolist(),
+                                                           strict=True)]
     return keys, inverse
 
 
