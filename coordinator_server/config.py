@@ -255,7 +255,7 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--log-level", "log_level", str, "debug, info, warning or error"),
     ("--fsync", "fsync", _fsync, "always | interval:MS | never"),
     ("--fsync-method", "fsync_method", _fsync_method,
-     "auto: one syncfs(2) makes a round over 4+ partitions of a filesystem durable (Linux 5.8+); "
+     "auto: one syncfs(2) makes a round over 4+ partitions of a filesystem durable (Linux 5.17+); "
      "fsync: each partition fsynced"),
     ("--socket-request-max-bytes", "socket_request_max_bytes", _positive, "socket.request.max.bytes"),
     ("--max-connections", "max_connections", _positive,

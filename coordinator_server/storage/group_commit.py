@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -120,6 +121,14 @@ class GroupCommitWriter:
                  syncfs: bool = True) -> None:
         self._fsync = fsync
         self._use_syncfs = syncfs  # where the partitions' FileIO has one (see the module docstring)
+        # One descriptor per filesystem, opened before this writer's first write there and kept: syncfs
+        # reports a write-back error to each open file whose last check predates it, so this one learns of
+        # every error after it was opened, even one another program's syncfs (or this process's other
+        # writer) saw first; a descriptor opened later (a new segment's) would not.
+        self._syncfs_fds: dict[int, int] = {}
+        # Filesystems where a syncfs failed: their partitions are fsynced one by one from then on, so that a
+        # partition outside the failed round learns of its own lost pages from its own fsync.
+        self._syncfs_failed: set[int] = set()
         self._name = name  # prefixes this writer's own events, e.g. `coordinator_log_sync_round_failed`
         # A round's fsyncs run from this thread; it hands them to the pool and waits for all (pool threads
         # start on demand). One thread, so rounds' fsyncs run in order.
@@ -146,6 +155,8 @@ class GroupCommitWriter:
         if self._closing:
             raise StorageError(f"{self._name} is closed")
         target.check_writable()
+        if self._use_syncfs and target.log.device not in self._syncfs_fds:
+            self._open_syncfs_fd(target)
         started = time.perf_counter()
         try:
             base, last = write()
@@ -223,6 +234,21 @@ class GroupCommitWriter:
         finally:
             self._sync_runner.shutdown(wait=True)
             self._sync_pool.shutdown(wait=True)
+            for fd in self._syncfs_fds.values():
+                if fd >= 0:
+                    os.close(fd)
+            self._syncfs_fds.clear()
+
+    def _open_syncfs_fd(self, target: Target) -> None:
+        """Before the first write to a filesystem: the descriptor its syncfs calls go through (-1: none,
+        when the partition's FileIO has no syncfs or the directory cannot be opened; fsync each then)."""
+        fd = -1
+        if target.log.file_io.syncfs is not None and target.log.device >= 0:
+            try:
+                fd = os.open(target.log.directory, os.O_RDONLY)
+            except OSError as e:
+                log.warning(f"{self._name}_syncfs_unavailable", **target.fields, errno=e.errno, error=str(e))
+        self._syncfs_fds[target.log.device] = fd
 
     # -- the writer task --
 
@@ -313,13 +339,14 @@ class GroupCommitWriter:
             by_device: dict[int, dict[Target, SyncPlan]] = {}
             rest: dict[Target, SyncPlan] = {}
             for t, plan in plans.items():
-                if plan.file_io.syncfs is None or t.fenced is not None:
+                if (plan.file_io.syncfs is None or t.fenced is not None or self._syncfs_fds.get(plan.device, -1) < 0
+                        or plan.device in self._syncfs_failed):
                     rest[t] = plan  # a fenced partition's plan is discarded there
                 else:
                     by_device.setdefault(plan.device, {})[t] = plan
-            for group in by_device.values():
+            for device, group in by_device.items():
                 if len(group) >= SYNCFS_MIN_PARTITIONS:
-                    results |= self._syncfs(group)
+                    results |= self._syncfs(device, group)
                 else:
                     rest |= group
             plans = rest
@@ -329,31 +356,41 @@ class GroupCommitWriter:
             results |= zip(plans, self._sync_pool.map(self._run_plan, plans, plans.values()), strict=True)
         return results
 
-    def _syncfs(self, group: dict[Target, SyncPlan]) -> dict[Target, StorageError | None]:
+    def _syncfs(self, device: int, group: dict[Target, SyncPlan]) -> dict[Target, StorageError | None]:
         """One syncfs for the plans of one filesystem; each plan's writes were made before it was taken,
         so before this call."""
-        first = next(iter(group.values()))
-        assert first.file_io.syncfs is not None
+        syncfs = next(iter(group.values())).file_io.syncfs
+        assert syncfs is not None
         started = time.perf_counter()
+        out: dict[Target, StorageError | None] = {}
         try:
-            first.file_io.syncfs(first.active_fd)
+            syncfs(self._syncfs_fds[device])
         except OSError as e:
-            # The kernel does not say whose write-back failed: none of these partitions can be trusted.
-            out: dict[Target, StorageError | None] = {}
-            for t, plan in group.items():
-                plan.discard()
-                err = StorageError(f"syncfs covering {t.name} failed: {e}; the partition takes no more appends "
-                                   "until the server restarts", e.errno)
+            # The kernel does not say whose write-back failed: none of these partitions can be trusted, and
+            # the next rounds on this filesystem fsync each partition, which reports each one's own errors.
+            self._syncfs_failed.add(device)
+            for t in group:
+                t.fenced = StorageError(f"syncfs covering {t.name} failed: {e}; the partition takes no more "
+                                        "appends until the server restarts", e.errno)
+                out[t] = t.fenced
                 log.error(_EVENTS[t.kind]["fsync"], **t.fields, errno=e.errno, error=str(e), syncfs=True)
-                t.fenced = err
-                out[t] = err
+            for plan in group.values():
+                plan.discard()
             return out
         elapsed = time.perf_counter() - started
         for t, plan in group.items():
-            plan.run_covered()
+            try:
+                plan.run_covered()
+            except OSError as e:  # a directory on another filesystem failed its own fsync
+                t.fenced = StorageError(f"fsync of {t.name} failed: {e}; the partition takes no more appends "
+                                        "until the server restarts", e.errno)
+                log.error(_EVENTS[t.kind]["fsync"], **t.fields, errno=e.errno, error=str(e))
+                out[t] = t.fenced
+                continue
             if t.fsync_seconds is not None:
                 t.fsync_seconds.observe(elapsed)
-        return dict.fromkeys(group)
+            out[t] = None
+        return out
 
     def _run_plan(self, target: Target, plan: SyncPlan) -> StorageError | None:
         if target.fenced is not None:  # an earlier fsync failed: this one could not be trusted

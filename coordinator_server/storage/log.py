@@ -129,16 +129,31 @@ class SyncPlan:
         self._durable()
 
     def run_covered(self) -> None:
-        """What `run` does after its fsyncs, once a syncfs of the plan's filesystem, issued after every
-        write the plan covers, succeeded: that made its files and directory entries durable too."""
-        self.discard()
+        """What `run` does after its fsyncs, once a syncfs of the plan's filesystem (`device`), issued
+        after every write the plan covers, succeeded: that made its files and the directory entries on that
+        filesystem durable. A directory on another one (a partition directory that is a mount point has its
+        parent elsewhere) is fsynced here. Raises OSError when that fsync failed."""
+        try:
+            for d in self.dirs:
+                if os.stat(d).st_dev != self.device:
+                    dfd = os.open(d, os.O_RDONLY)
+                    try:
+                        self.file_io.fsync(dfd)
+                    finally:
+                        os.close(dfd)
+        finally:
+            self.discard()
         self._durable()
 
     def discard(self) -> None:
         """Close the plan's file descriptors without fsyncing: for a log that can no longer be trusted
-        (an earlier fsync failed), whose recovery point must not move."""
+        (an earlier fsync failed), whose recovery point must not move. Every descriptor is closed even when
+        one close fails (logged): a close decides nothing about durability, the fsync before it did."""
         for fd in [*self.rolled_fds, self.active_fd]:
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError as e:
+                log.warning("segment_close_failed", fd=fd, errno=e.errno, error=str(e))
 
     def _durable(self) -> None:
         _advance_recovery_point(self.indexes, self.checkpoint)

@@ -12,7 +12,10 @@ waits for their data too. A data directory on a filesystem shared with heavy wri
 (`--fsync-method fsync`).
 
 Linux reports write-back errors to syncfs only since 5.8 (before, a failed write-back left syncfs returning
-0), so `SYSCALL` is None on older kernels and elsewhere, and rounds fall back to one fsync per partition.
+0), and the filesystem's own sync step's errors (on ext4 the journal commit and the cache flush) only since
+5.17, so `SYSCALL` is None before 5.17 and elsewhere, and rounds fall back to one fsync per partition.
+syncfs reports an error to each open file whose last check predates it: the writer calls it through one
+descriptor per filesystem opened before its first write there (`GroupCommitWriter`).
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import re
 import sys
 from collections.abc import Callable
 
-_MIN_KERNEL = (5, 8)
+_MIN_KERNEL = (5, 17)
 
 
 def _kernel_version(release: str) -> tuple[int, int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import os
 import stat
 import sys
@@ -19,6 +20,7 @@ from coordinator_server.storage import CoordinatorLog, FileIO, PartitionLog, Sto
 from coordinator_server.storage import syncfs as syncfs_module
 from coordinator_server.storage.group_commit import SYNCFS_MIN_PARTITIONS, GroupCommitWriter, Target
 from coordinator_server.storage.log import SYSTEM_IO
+from coordinator_server.storage.segment import read_recovery_point
 
 ALWAYS = FsyncPolicy("always")
 
@@ -36,6 +38,8 @@ class SyncfsIO(FileIO):
         object.__setattr__(self, "file_fsyncs", 0)
         object.__setattr__(self, "syncfs_fds", [])
         object.__setattr__(self, "fail_syncfs", False)
+        object.__setattr__(self, "gate", None)
+        object.__setattr__(self, "in_syncfs", threading.Event())
 
     def _fsync(self, fd: int) -> None:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
@@ -46,6 +50,9 @@ class SyncfsIO(FileIO):
     def _syncfs(self, fd: int) -> None:
         with self.lock:
             self.syncfs_fds.append(fd)
+        self.in_syncfs.set()
+        if self.gate is not None:
+            self.gate.wait(timeout=10)
         if self.fail_syncfs:
             raise OSError(errno.EIO, "Input/output error")
         if syncfs_module.SYSCALL is not None:
@@ -107,24 +114,113 @@ async def test_a_failed_syncfs_fences_every_partition_it_covered(tmp_path: Path)
     await log.close()
 
 
-async def test_plans_are_grouped_by_filesystem(tmp_path: Path) -> None:
+async def submit_all(writer: GroupCommitWriter, targets: list[Target]) -> list[StorageError | None]:
+    """One append to each target, queued in one loop iteration (one round); each one's error or None."""
+    loop = asyncio.get_running_loop()
+    futures = []
+    for t in targets:
+        future: asyncio.Future[StorageError | None] = loop.create_future()
+        writer.submit(t, functools.partial(write_one, t.log),
+                      lambda appended, future=future: future.set_result(appended.error))
+        futures.append(future)
+    return list(await asyncio.gather(*futures))
+
+
+def write_one(plog: PartitionLog) -> tuple[int, int]:
+    base = plog.append([(b"k", b"v")], 1)
+    return base, base
+
+
+def open_targets(tmp_path: Path, io: FileIO, n: int, **kwargs: int) -> list[Target]:
+    logs = [PartitionLog.open(tmp_path, p, file_io=io, **kwargs) for p in range(n)]
+    return [Target(f"p{i}", plog, kind="log", fields={"partition": i}) for i, plog in enumerate(logs)]
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_plans_are_grouped_by_filesystem_and_synced_through_the_writers_descriptor(tmp_path: Path) -> None:
     io = SyncfsIO()
-    logs = [PartitionLog.open(tmp_path, p, file_io=io) for p in range(2 * SYNCFS_MIN_PARTITIONS)]
-    for plog in logs[SYNCFS_MIN_PARTITIONS:]:
-        plog.device += 1_000_000  # as if the second half lay on another filesystem
-    targets = [Target(f"p{i}", plog, kind="log", fields={"partition": i}) for i, plog in enumerate(logs)]
+    targets = open_targets(tmp_path, io, 2 * SYNCFS_MIN_PARTITIONS)
+    for t in targets[SYNCFS_MIN_PARTITIONS:]:
+        t.log.device += 1_000_000  # as if the second half lay on another filesystem
     writer = GroupCommitWriter(ALWAYS, "test")
-    for plog in logs:
-        plog.append([(b"k", b"v")], 1)
-    assert await writer.flush(targets) == dict.fromkeys(targets)
-    assert (len(io.syncfs_fds), io.file_fsyncs) == (2, 0)  # one syncfs per filesystem
+    assert await submit_all(writer, targets) == [None] * len(targets)
+    assert len(io.syncfs_fds) == 2 and io.file_fsyncs == 0  # one syncfs per filesystem
+    first, second = io.syncfs_fds
+    assert first != second
+    # Each filesystem's descriptor is the writer's own, opened before its first write there, not a
+    # segment's: the same one again in the next round.
+    assert await submit_all(writer, targets) == [None] * len(targets)
+    assert io.syncfs_fds[2:] == [first, second]
+    assert os.fstat(first).st_dev == targets[0].log.device
     await writer.close([])
-    for plog in logs:
-        plog.close()
+    for t in targets:
+        t.log.close()
 
 
-@pytest.mark.skipif(sys.platform != "linux" or syncfs_module._kernel_version(os.uname().release) < (5, 8),
-                    reason="syncfs reports write-back errors from Linux 5.8")
+async def test_a_round_closes_what_it_opened_and_moves_the_recovery_point_only_once_durable(tmp_path: Path) -> None:
+    io = SyncfsIO()
+    # Segments of ~one batch: every append rolls, so every plan carries a rolled segment and a checkpoint.
+    targets = open_targets(tmp_path, io, 6, segment_bytes=100)
+    writer = GroupCommitWriter(ALWAYS, "test")
+    assert await submit_all(writer, targets) == [None] * 6
+    fds = open_fds()
+    for _ in range(3):
+        assert await submit_all(writer, targets) == [None] * 6
+    assert open_fds() == fds  # every plan's descriptors closed
+    points = [read_recovery_point(t.log.directory) for t in targets]
+    assert all(p is not None and p.offset >= 3 for p in points), points  # moved past the rolled segments
+
+    io.fail_syncfs = True
+    assert all(isinstance(e, StorageError) for e in await submit_all(writer, targets))
+    assert open_fds() == fds  # closed on failure too
+    assert [read_recovery_point(t.log.directory) for t in targets] == points  # not moved
+    await writer.close([])
+    for t in targets:
+        t.log.close()
+
+
+async def test_after_a_failed_syncfs_the_filesystem_is_fsynced_partition_by_partition(tmp_path: Path) -> None:
+    io = SyncfsIO()
+    targets = open_targets(tmp_path, io, 12)
+    writer = GroupCommitWriter(ALWAYS, "test")
+    io.fail_syncfs = True
+    assert all(isinstance(e, StorageError) for e in await submit_all(writer, targets[:6]))
+    io.fail_syncfs = False
+    # The other six were not in the failed round; if their pages had been lost, only their own fsyncs
+    # would say so now (syncfs reported the error once): each is fsynced.
+    assert await submit_all(writer, targets[6:]) == [None] * 6
+    assert (len(io.syncfs_fds), io.file_fsyncs) == (1, 6)
+    await writer.close([])
+    for t in targets:
+        t.log.close()
+
+
+async def test_a_round_queued_behind_a_failing_syncfs_is_failed_not_synced(tmp_path: Path) -> None:
+    io = SyncfsIO()
+    targets = open_targets(tmp_path, io, 6)
+    writer = GroupCommitWriter(ALWAYS, "test")
+    gate = threading.Event()
+    object.__setattr__(io, "gate", gate)
+    first = asyncio.ensure_future(submit_all(writer, targets))
+    while not io.in_syncfs.is_set():  # round 1 is inside its syncfs
+        await asyncio.sleep(0.001)
+    second = asyncio.ensure_future(submit_all(writer, targets))  # round 2: written, queued behind it
+    await asyncio.sleep(0.02)
+    io.fail_syncfs = True
+    gate.set()
+    assert all(isinstance(e, StorageError) for e in await first)
+    assert all(isinstance(e, StorageError) and "syncfs covering" in str(e) for e in await second)
+    assert (len(io.syncfs_fds), io.file_fsyncs) == (1, 0)  # round 2's plans were discarded, not synced
+    await writer.close([])
+    for t in targets:
+        t.log.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux" or syncfs_module._kernel_version(os.uname().release) < (5, 17),
+                    reason="syncfs is used from Linux 5.17")
 def test_the_system_call(tmp_path: Path) -> None:
     assert SYSTEM_IO.syncfs is syncfs_module.SYSCALL is not None
     fd = os.open(tmp_path / "f", os.O_CREAT | os.O_WRONLY)
