@@ -119,11 +119,7 @@ class SyncPlan:
                 self.file_io.fsync(fd)
             self.file_io.fsync(self.active_fd)
             for d in self.dirs:
-                dfd = os.open(d, os.O_RDONLY)
-                try:
-                    self.file_io.fsync(dfd)
-                finally:
-                    os.close(dfd)
+                self._fsync_dir(d)
         finally:
             self.discard()
         self._durable()
@@ -136,14 +132,17 @@ class SyncPlan:
         try:
             for d in self.dirs:
                 if os.stat(d).st_dev != self.device:
-                    dfd = os.open(d, os.O_RDONLY)
-                    try:
-                        self.file_io.fsync(dfd)
-                    finally:
-                        os.close(dfd)
+                    self._fsync_dir(d)
         finally:
             self.discard()
         self._durable()
+
+    def _fsync_dir(self, d: Path) -> None:
+        dfd = os.open(d, os.O_RDONLY)
+        try:
+            self.file_io.fsync(dfd)
+        finally:
+            os.close(dfd)
 
     def discard(self) -> None:
         """Close the plan's file descriptors without fsyncing: for a log that can no longer be trusted

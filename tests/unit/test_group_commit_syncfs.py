@@ -136,6 +136,12 @@ def open_targets(tmp_path: Path, io: FileIO, n: int, **kwargs: int) -> list[Targ
     return [Target(f"p{i}", plog, kind="log", fields={"partition": i}) for i, plog in enumerate(logs)]
 
 
+async def close_all(writer: GroupCommitWriter, targets: list[Target]) -> None:
+    await writer.close([])
+    for t in targets:
+        t.log.close()
+
+
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
@@ -155,9 +161,7 @@ async def test_plans_are_grouped_by_filesystem_and_synced_through_the_writers_de
     assert await submit_all(writer, targets) == [None] * len(targets)
     assert io.syncfs_fds[2:] == [first, second]
     assert os.fstat(first).st_dev == targets[0].log.device
-    await writer.close([])
-    for t in targets:
-        t.log.close()
+    await close_all(writer, targets)
 
 
 async def test_a_round_closes_what_it_opened_and_moves_the_recovery_point_only_once_durable(tmp_path: Path) -> None:
@@ -177,9 +181,7 @@ async def test_a_round_closes_what_it_opened_and_moves_the_recovery_point_only_o
     assert all(isinstance(e, StorageError) for e in await submit_all(writer, targets))
     assert open_fds() == fds  # closed on failure too
     assert [read_recovery_point(t.log.directory) for t in targets] == points  # not moved
-    await writer.close([])
-    for t in targets:
-        t.log.close()
+    await close_all(writer, targets)
 
 
 async def test_after_a_failed_syncfs_the_filesystem_is_fsynced_partition_by_partition(tmp_path: Path) -> None:
@@ -193,9 +195,7 @@ async def test_after_a_failed_syncfs_the_filesystem_is_fsynced_partition_by_part
     # would say so now (syncfs reported the error once): each is fsynced.
     assert await submit_all(writer, targets[6:]) == [None] * 6
     assert (len(io.syncfs_fds), io.file_fsyncs) == (1, 6)
-    await writer.close([])
-    for t in targets:
-        t.log.close()
+    await close_all(writer, targets)
 
 
 async def test_a_round_queued_behind_a_failing_syncfs_is_failed_not_synced(tmp_path: Path) -> None:
@@ -214,9 +214,7 @@ async def test_a_round_queued_behind_a_failing_syncfs_is_failed_not_synced(tmp_p
     assert all(isinstance(e, StorageError) for e in await first)
     assert all(isinstance(e, StorageError) and "syncfs covering" in str(e) for e in await second)
     assert (len(io.syncfs_fds), io.file_fsyncs) == (1, 0)  # round 2's plans were discarded, not synced
-    await writer.close([])
-    for t in targets:
-        t.log.close()
+    await close_all(writer, targets)
 
 
 @pytest.mark.skipif(sys.platform != "linux" or syncfs_module._kernel_version(os.uname().release) < (5, 17),
