@@ -265,9 +265,9 @@ async def rebalance(host: str, port: int, size: int) -> dict[str, Any]:
     first_joins = [join_frame(group.group_id, group.session_ms, "", "range", b"sub-%d" % i, conns[i].correlation + 1)
                    for i in range(size)]
     # The driver's own collector, settled like the server's (app._settle_heap; the driver keeps the young
-    # threshold of 10,000 it was measured with, so a change of the server's shows alone): what exists before the clock starts
-    # (the connections, the frames) is left out of its full collections, and the youngest generation is
-    # collected less often. With the defaults its collections over thousands of connections grew faster
+    # threshold of 10,000 it was measured with, so a change of the server's shows alone): what exists
+    # before the clock starts (the connections, the frames) is left out of its full collections, and the
+    # youngest generation is collected less often. With the defaults its collections over thousands of connections grew faster
     # than the group and landed in the window (findings.md, "The rebalance path").
     gc.collect()
     gc.freeze()

@@ -19,9 +19,10 @@ one filesystem, one syncfs(2) of it makes them all durable at once (`storage.syn
 and one cache flush instead of one per file; on ext4, 40 partitions' fsyncs took ~2 ms and one syncfs
 ~0.35 ms); otherwise, or with syncfs off (`--fsync-method fsync`, or a kernel that does not report its
 errors), the sync thread fsyncs each partition, at once on a small pool when there are several. While a
-round is on the disk the next one queues up, so under load one fsync covers many appends (group commit). Under policy `always` rounds are pipelined two deep: the next round's plans are
-queued on the sync thread as soon as they are taken, so its fsyncs start the moment the previous round's
-finish (never before: a failed fsync must be seen by the fsyncs after it), and rounds complete in order.
+round is on the disk the next one queues up, so under load one fsync covers many appends (group commit).
+Under policy `always` rounds are pipelined two deep: the next round's plans are queued on the sync thread
+as soon as they are taken, so its fsyncs start the moment the previous round's finish (never before: a
+failed fsync must be seen by the fsyncs after it), and rounds complete in order.
 
 Fsync policy: `always` completes after the fsync; `interval:MS` completes at the next round, after the
 write, and fsyncs the partitions written since at most every MS in the background; `never` completes
@@ -124,7 +125,7 @@ class GroupCommitWriter:
         # One descriptor per filesystem, opened before this writer's first write there and kept: syncfs
         # reports a write-back error to each open file whose last check predates it, so this one learns of
         # every error after it was opened, even one another program's syncfs (or this process's other
-        # writer) saw first; a descriptor opened later (a new segment's) would not.
+        # writer) saw first; a descriptor opened later (a new segment's) would not. -1: no syncfs there.
         self._syncfs_fds: dict[int, int] = {}
         # Filesystems where a syncfs failed: their partitions are fsynced one by one from then on, so that a
         # partition outside the failed round learns of its own lost pages from its own fsync.
@@ -339,11 +340,11 @@ class GroupCommitWriter:
             by_device: dict[int, dict[Target, SyncPlan]] = {}
             rest: dict[Target, SyncPlan] = {}
             for t, plan in plans.items():
-                if (plan.file_io.syncfs is None or t.fenced is not None or self._syncfs_fds.get(plan.device, -1) < 0
-                        or plan.device in self._syncfs_failed):
+                device = t.log.device
+                if t.fenced is not None or self._syncfs_fds.get(device, -1) < 0 or device in self._syncfs_failed:
                     rest[t] = plan  # a fenced partition's plan is discarded there
                 else:
-                    by_device.setdefault(plan.device, {})[t] = plan
+                    by_device.setdefault(device, {})[t] = plan
             for device, group in by_device.items():
                 if len(group) >= SYNCFS_MIN_PARTITIONS:
                     results |= self._syncfs(device, group)
@@ -370,22 +371,16 @@ class GroupCommitWriter:
             # the next rounds on this filesystem fsync each partition, which reports each one's own errors.
             self._syncfs_failed.add(device)
             for t in group:
-                t.fenced = StorageError(f"syncfs covering {t.name} failed: {e}; the partition takes no more "
-                                        "appends until the server restarts", e.errno)
-                out[t] = t.fenced
-                log.error(_EVENTS[t.kind]["fsync"], **t.fields, errno=e.errno, error=str(e), syncfs=True)
+                out[t] = _fence(t, e, f"syncfs covering {t.name}", syncfs=True)
             for plan in group.values():
                 plan.discard()
             return out
         elapsed = time.perf_counter() - started
         for t, plan in group.items():
             try:
-                plan.run_covered()
+                plan.run_covered(device)
             except OSError as e:  # a directory on another filesystem failed its own fsync
-                t.fenced = StorageError(f"fsync of {t.name} failed: {e}; the partition takes no more appends "
-                                        "until the server restarts", e.errno)
-                log.error(_EVENTS[t.kind]["fsync"], **t.fields, errno=e.errno, error=str(e))
-                out[t] = t.fenced
+                out[t] = _fence(t, e, f"fsync of {t.name}")
                 continue
             if t.fsync_seconds is not None:
                 t.fsync_seconds.observe(elapsed)
@@ -400,14 +395,19 @@ class GroupCommitWriter:
         try:
             plan.run()
         except OSError as e:
-            err = StorageError(f"fsync of {target.name} failed: {e}; the partition takes no more appends "
-                               "until the server restarts", e.errno)
-            log.error(_EVENTS[target.kind]["fsync"], **target.fields, errno=e.errno, error=str(e))
-            target.fenced = err  # a plain attribute store; the loop reads it after this round
-            return err
+            return _fence(target, e, f"fsync of {target.name}")
         if target.fsync_seconds is not None:
             target.fsync_seconds.observe(time.perf_counter() - started)
         return None
+
+
+def _fence(target: Target, e: OSError, what: str, **fields: Any) -> StorageError:
+    """Fence `target` after its fsync (or the syncfs covering it), `what`, failed; the error to answer."""
+    err = StorageError(f"{what} failed: {e}; the partition takes no more appends until the server restarts",
+                       e.errno)
+    log.error(_EVENTS[target.kind]["fsync"], **target.fields, errno=e.errno, error=str(e), **fields)
+    target.fenced = err  # a plain attribute store; the loop reads it after this round
+    return err
 
 
 __all__ = ["DEFAULT_SYNC_THREADS", "SYNCFS_MIN_PARTITIONS", "Appended", "GroupCommitWriter", "Target"]

@@ -111,7 +111,6 @@ class SyncPlan:
     # (directory, offset): the recovery point to write once everything above is durable.
     checkpoint: tuple[Path, int] | None = None
     on_done: Callable[[], None] | None = None
-    device: int = -1  # st_dev of the partition's filesystem: plans on one device can share a syncfs
 
     def run(self) -> None:
         try:
@@ -124,14 +123,14 @@ class SyncPlan:
             self.discard()
         self._durable()
 
-    def run_covered(self) -> None:
+    def run_covered(self, device: int) -> None:
         """What `run` does after its fsyncs, once a syncfs of the plan's filesystem (`device`), issued
         after every write the plan covers, succeeded: that made its files and the directory entries on that
         filesystem durable. A directory on another one (a partition directory that is a mount point has its
         parent elsewhere) is fsynced here. Raises OSError when that fsync failed."""
         try:
             for d in self.dirs:
-                if os.stat(d).st_dev != self.device:
+                if os.stat(d).st_dev != device:
                     self._fsync_dir(d)
         finally:
             self.discard()
@@ -353,7 +352,7 @@ class PartitionLog:
 
         plan = SyncPlan(self.file_io, self._unsynced_fds, os.dup(self._fd), sorted(
             self._dirty_dirs, key=lambda p: len(p.parts), reverse=True), self._unsynced_indexes,
-            self._take_checkpoint(), done, self.device)
+            self._take_checkpoint(), done)
         self._unsynced_fds = []
         self._unsynced_indexes = []
         self._dirty_dirs = set()
