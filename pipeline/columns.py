@@ -71,7 +71,6 @@ LOCKSTEP_MIN_BATCHES = 256
 _HEADER = DefaultRecordBatch.HEADER_STRUCT  # BaseOffset .. RecordsCount, 61 bytes
 _HEADER_SIZE = _HEADER.size
 _LOG_OVERHEAD = 12
-_MIN_LENGTH = _HEADER_SIZE - _LOG_OVERHEAD  # the shortest Length a batch header fits in
 _CRC_FROM = DefaultRecordBatch.ATTRIBUTES_OFFSET  # the CRC covers Attributes to the end of the batch
 # Attributes that send a batch to kafka-python: compression codec, log-append time (a record's timestamp
 # is then the batch's max), transactional, control.
@@ -163,7 +162,7 @@ def offsets_batches(where: SegmentPath, content: Any, start: int = 0, end: int |
                 (base_offset, length, _epoch, magic, crc, attrs, _last_delta, first_ts, _max_ts, _pid, _pepoch,
                  _seq, count) = _HEADER.unpack_from(content, pos)
                 batch_end = pos + _LOG_OVERHEAD + length
-                trusted = magic == 2 and length >= _MIN_LENGTH and batch_end <= size
+                trusted = magic == 2 and length >= decode.MIN_BATCH_LENGTH and batch_end <= size
             if not trusted:
                 chunk.generic.append({**chunk.base, "offset": None, "position": pos, "record_type": "error",
                                       "error": decode.header_problem(content, pos, size)})
@@ -195,9 +194,6 @@ class _Chunk:
         self.generic: list[dict[str, Any]] = []
         self.pending: list[tuple[int, int, int, int, int]] = []  # (pos, end, base offset, first ts, count)
         self.pending_rows = 0
-
-    def rows(self) -> int:
-        return self.pending_rows + len(self.commits) // _WIDTH + len(self.generic)
 
     @property
     def strings(self) -> _Strings:

@@ -53,6 +53,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 _HEADER = DefaultRecordBatch.HEADER_STRUCT
 _HEADER_SIZE = _HEADER.size  # 61: BaseOffset .. RecordsCount
 _LOG_OVERHEAD = 12  # BaseOffset int64 + Length int32, not counted by Length
+MIN_BATCH_LENGTH = _HEADER_SIZE - _LOG_OVERHEAD  # the shortest Length a batch header fits in
 _MAGIC_POS = 16
 _LENGTH = struct.Struct(">i")
 # `<anything>/<partition dir>/<20 digits>.log`; a partition dir is `<topic>-<n>` (Kafka's naming). Deleted
@@ -109,7 +110,7 @@ def header_problem(content: bytes, pos: int, size: int) -> str | None:
     if magic != 2:
         return f"magic {magic} at byte {pos}, expected 2"
     length = _LENGTH.unpack_from(content, pos + 8)[0]
-    if length < _HEADER_SIZE - _LOG_OVERHEAD or _LOG_OVERHEAD + length > left:
+    if length < MIN_BATCH_LENGTH or _LOG_OVERHEAD + length > left:
         return f"batch length {length} at byte {pos} does not fit the {left} bytes left: a torn write?"
     return None
 
