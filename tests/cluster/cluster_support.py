@@ -84,7 +84,24 @@ class Cluster:
             node.start(wait=False)
         for node in self.nodes.values():
             node.wait_listening()
+        self.wait_brokers()
         return self
+
+    def wait_brokers(self, timeout_s: float = 30.0) -> None:
+        """Until every running node's Metadata lists every running node: listening comes before a node's
+        registration in ZooKeeper reaches the others' watches, and a CreateTopics with a replication factor
+        of the cluster's size is refused (INVALID_REPLICATION_FACTOR) by a node that has not yet seen one."""
+        deadline = time.monotonic() + timeout_s
+        want = {n.node_id for n in self.running()}
+        while True:
+            seen = {n.node_id: {b.node_id for b in self.ask(
+                MetadataRequest[9](topics=[], allow_auto_topic_creation=False), MetadataResponse, [n]).brokers}
+                for n in self.running()}
+            if all(s == want for s in seen.values()):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the nodes did not all see each other within {timeout_s}s: {seen}")
+            time.sleep(0.1)
 
     def start(self, node_id: int) -> Node:
         node = self.nodes[node_id]
