@@ -5,38 +5,55 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.test-installed
+# The request path's hot modules, compiled with mypyc by every editable install (setup.py, docs/decisions.md
+# "Compiled hot path"). Python imports a module's compiled .so before its .py, so the build is redone
+# whenever one of them changes (tests/conftest.py refuses to run on a stale one).
+COMPILED_SOURCES := $(shell sed -n 's/^    "\(.*\.py\)",$$/\1/p' setup.py)
+BUILD_STAMP := $(VENV)/.compiled
 
 HOST ?= 127.0.0.1
 PORT ?= 9092
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-unit test-integration test-interop interop-deps cluster-deps cluster cluster-down compat-matrix lint clean bench bench-quick soak soak-hostile
+.PHONY: install build run test test-unit test-integration test-interop interop-deps cluster-deps cluster cluster-down compat-matrix lint clean bench bench-quick soak soak-hostile
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml
+# Each install compiles the hot modules again (about 80 s), so each marks the build fresh too. What an
+# earlier build left is removed first: a module no longer listed would still be imported compiled, against
+# another list's shared library (a crash on import).
+CLEAN_BUILD := rm -rf build/mypyc && find coordinator_server protocol -name '*.so' -delete && rm -f *__mypyc.*.so
+$(STAMP): $(PY) pyproject.toml setup.py
+	$(CLEAN_BUILD)
 	$(PIP) install -q -e .
-	touch $@
+	touch $@ $(BUILD_STAMP)
 
 $(TEST_STAMP): $(STAMP)
 	$(PIP) install -q -e '.[test]'
+	touch $@ $(BUILD_STAMP)
+
+$(BUILD_STAMP): $(STAMP) $(COMPILED_SOURCES)
+	$(CLEAN_BUILD)
+	$(PIP) install -q --no-deps -e .
 	touch $@
 
 install: $(STAMP)
 
-run: $(STAMP)
+build: $(BUILD_STAMP)
+
+run: $(BUILD_STAMP)
 	$(VENV)/bin/coordinator-server --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
-test: $(TEST_STAMP) interop-deps pipeline-deps cluster-deps
+test: $(TEST_STAMP) interop-deps pipeline-deps cluster-deps $(BUILD_STAMP)
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
 
-test-unit: $(TEST_STAMP)
+test-unit: $(TEST_STAMP) $(BUILD_STAMP)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-test-integration: $(TEST_STAMP)
+test-integration: $(TEST_STAMP) $(BUILD_STAMP)
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 # The interop suite's clients beyond the Python ones in the test extra: kcat (Debian), kafkajs and
@@ -64,17 +81,17 @@ cluster-deps: pipeline-deps
 
 # ZooKeeper and three nodes on 127.0.0.1 in the background (docs/cluster.md); CLUSTER_ARGS e.g. --base-port 19092.
 CLUSTER_ARGS ?=
-cluster: $(STAMP) cluster-deps
+cluster: $(STAMP) cluster-deps $(BUILD_STAMP)
 	$(PY) scripts/cluster.py up $(CLUSTER_ARGS)
 
 cluster-down:
 	$(PY) scripts/cluster.py down $(CLUSTER_ARGS)
 
-test-interop: $(TEST_STAMP) interop-deps cluster-deps
+test-interop: $(TEST_STAMP) interop-deps cluster-deps $(BUILD_STAMP)
 	$(PY) -m pytest tests/interop -n 2 $(PYTEST_ARGS)
 
 # Runs the interop suite and regenerates docs/compatibility.md from its results (even when cells fail).
-compat-matrix: $(TEST_STAMP) interop-deps cluster-deps
+compat-matrix: $(TEST_STAMP) interop-deps cluster-deps $(BUILD_STAMP)
 	mkdir -p build
 	-$(PY) -m pytest tests/interop -n 2 --junitxml=build/interop-junit.xml $(PYTEST_ARGS)
 	$(PY) scripts/compat_matrix.py build/interop-junit.xml docs/compatibility.md
@@ -88,13 +105,13 @@ SOAK_FUZZ_EXAMPLES ?= 20000
 # The hostile-clients soak (tests/durability/test_hostile_soak.py): SOAK_MINUTES of a healthy group beside
 # every misbehaving client; results and a plot in build/soak/. `make soak-hostile SOAK_MINUTES=5` runs it alone.
 SOAK_MINUTES ?= 20
-soak: $(TEST_STAMP) cluster-deps
+soak: $(TEST_STAMP) cluster-deps $(BUILD_STAMP)
 	SOAK_KILLS=$(SOAK_KILLS) CLUSTER_SOAK_KILLS=$(CLUSTER_SOAK_KILLS) SOAK_FUZZ_EXAMPLES=$(SOAK_FUZZ_EXAMPLES) \
 		$(PY) -m pytest -s -o timeout=0 tests/durability/test_crash_consistency.py \
 		tests/cluster/test_cluster_crash_consistency.py tests/fuzz $(PYTEST_ARGS)
 	$(MAKE) soak-hostile
 
-soak-hostile: $(TEST_STAMP) $(BENCH_STAMP)
+soak-hostile: $(TEST_STAMP) $(BENCH_STAMP) $(BUILD_STAMP)
 	SOAK_MINUTES=$(SOAK_MINUTES) $(PY) -m pytest -s -o timeout=0 tests/durability/test_hostile_soak.py $(PYTEST_ARGS)
 
 lint: $(TEST_STAMP)
@@ -110,12 +127,12 @@ BENCH_ARGS ?=
 
 $(BENCH_STAMP): $(STAMP)
 	$(PIP) install -q -e '.[bench]'
-	touch $@
+	touch $@ $(BUILD_STAMP)
 
-bench: $(BENCH_STAMP) cluster-deps
+bench: $(BENCH_STAMP) cluster-deps $(BUILD_STAMP)
 	$(PY) -m benchmarks.run --profile $(BENCH_ARGS)
 
-bench-quick: $(BENCH_STAMP) cluster-deps
+bench-quick: $(BENCH_STAMP) cluster-deps $(BUILD_STAMP)
 	$(PY) -m benchmarks.run --quick $(BENCH_ARGS)
 
 clean:
@@ -129,14 +146,14 @@ PIPELINE_DIR ?= build/pipeline
 
 $(PIPELINE_STAMP): $(STAMP)
 	$(PIP) install -q -e '.[pipeline]'
-	touch $@
+	touch $@ $(BUILD_STAMP)
 
 pipeline-deps: $(PIPELINE_STAMP)
 	@command -v java >/dev/null && java -version 2>&1 | grep -q 'version "\(1[7-9]\|2[0-9]\)' || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null)
 
 # Demo history from real servers and clients, then every job and the report over it:
 # $(PIPELINE_DIR)/demo (the logs), $(PIPELINE_DIR)/out (Parquet) and $(PIPELINE_DIR)/out/report/index.html.
-pipeline: pipeline-deps
+pipeline: pipeline-deps $(BUILD_STAMP)
 	$(VENV)/bin/coordinator-server pipeline demo-data --out $(PIPELINE_DIR)/demo --force
 	$(VENV)/bin/coordinator-server pipeline all $(PIPELINE_DIR)/demo/node-0 $(PIPELINE_DIR)/demo/node-1 --out $(PIPELINE_DIR)/out \
 		--server-log '$(PIPELINE_DIR)/demo/node-*/server-log.jsonl'
@@ -147,7 +164,7 @@ pipeline: pipeline-deps
 # (`pipeline cluster-run`, pipeline/standalone.py). The demo data is made first if missing.
 # $(PIPELINE_DIR)/cluster/out (Parquet, report) and $(PIPELINE_DIR)/cluster/logs (master, workers, executors).
 PIPELINE_WORKERS ?= 2
-pipeline-cluster: pipeline-deps
+pipeline-cluster: pipeline-deps $(BUILD_STAMP)
 	@[ -f $(PIPELINE_DIR)/demo/manifest.json ] && [ -f $(PIPELINE_DIR)/demo/node-0/server-log.jsonl ] \
 		|| $(VENV)/bin/coordinator-server pipeline demo-data --out $(PIPELINE_DIR)/demo --force
 	$(VENV)/bin/coordinator-server pipeline cluster-run --workers $(PIPELINE_WORKERS) --logs $(PIPELINE_DIR)/cluster/logs \

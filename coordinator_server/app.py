@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from coordinator_server.build_info import compiled
 from coordinator_server.config import Config
 from coordinator_server.metrics import CoordinatorCollector, MetricsEndpoint
 from coordinator_server.net.connection_policy import ConnectionRules
@@ -98,7 +99,7 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
             loop.add_signal_handler(sig, stop.set)
         log.info("listening", host=host, port=port, advertised_host=endpoint.host, node_id=config.node_id,
                  data_dir=config.data_dir, listeners={name: p for name, _h, p in bound},
-                 acls=security.authorizer is not None)
+                 acls=security.authorizer is not None, compiled=compiled())
         try:
             await stop.wait()
         finally:

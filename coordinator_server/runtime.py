@@ -16,7 +16,7 @@ import contextvars
 import functools
 import time
 from collections.abc import Callable
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast
 
 import structlog
 
@@ -675,8 +675,9 @@ class CoordinatorRuntime:
                     refused.append((append, refusal))
                     continue
             try:
+                # cast: mypy cannot type a partial of Context.run (a ParamSpec), and the build is type-checked.
                 queued = self.log.submit(append.partition, append.records, wall_ms,
-                                         functools.partial(context.run, self._written, append, writes),
+                                         functools.partial(cast(Any, context.run), self._written, append, writes),
                                          replication.leader_epoch(append.partition) if replication else 0)
             except RecordTooLargeError as e:
                 # Nothing was written; the core maps it per API as Kafka does (SyncGroup:
@@ -704,7 +705,7 @@ class CoordinatorRuntime:
         if error is None and self.replication is not None:
             context = contextvars.copy_context()
             self.replication.await_committed(
-                append.partition, functools.partial(context.run, self._replicated, append, writes))
+                append.partition, functools.partial(cast(Any, context.run), self._replicated, append, writes))
             return
         self._complete(append, writes, Errors.NONE if error is None else self._storage_error(append, error))
         self._after_completion(writes)

@@ -70,7 +70,7 @@ def heartbeat_input(req: Any, version: int, client_id: str, client_host: str) ->
 
 
 def heartbeat_response(result: ConsumerGroupHeartbeatResult, version: int) -> Any:
-    cls = ConsumerGroupHeartbeatResponse
+    cls: Any = ConsumerGroupHeartbeatResponse  # built from its JSON schema at import: not indexable to mypy
     assignment = None
     if result.assignment is not None:
         assignment = cls.Assignment(topic_partitions=[
@@ -84,7 +84,7 @@ def heartbeat_response(result: ConsumerGroupHeartbeatResult, version: int) -> An
 
 
 def describe_response(groups: list[ConsumerGroupDescription], version: int) -> Any:
-    cls = ConsumerGroupDescribeResponse
+    cls: Any = ConsumerGroupDescribeResponse  # (as above)
     group_cls = cls.DescribedGroup
     member_cls = group_cls.Member
     assignment_cls = member_cls.Assignment

@@ -7,6 +7,7 @@ both and imports this module, never the reverse.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -137,7 +138,7 @@ class GroupAdmin:
                 respond([DeletedGroup(r.group_id, failed.get(r.group_id, r.error)) for r in results])
 
         for group_id, records in records_by_group:
-            self.append(group_id, records, lambda error, g=group_id: on_written(g, error))
+            self.append(group_id, records, functools.partial(on_written, group_id))
 
     def _delete_one(self, group_id: str | None, out: list[tuple[str, tuple[CoordinatorRecord, ...]]]) -> Errors:
         error = self.core.validate_group_status(group_id, allow_empty=True)

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Iterable
 
 import structlog
+from mypy_extensions import mypyc_attr
 
 from coordinator_server.purgatory import DelayedOperationPurgatory, Timer, TimerTask
 from protocol.errors import Errors
@@ -86,6 +87,8 @@ def default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
+# The runtime's tests drive it with a scripted core (tests/unit/test_runtime_appends.py).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GroupCoordinator(RebalanceMechanics):
     def __init__(
         self,

@@ -81,7 +81,7 @@ class InitialDelayedJoin(DelayedJoin):
     def __init__(
         self,
         callbacks: RebalanceCallbacks,
-        purgatory: DelayedOperationPurgatory[DelayedJoin],
+        purgatory: DelayedOperationPurgatory[DelayedOperation],
         group: GroupMetadata,
         configured_delay_ms: int,
         delay_ms: int,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Literal
 
 import structlog
+from mypy_extensions import mypyc_attr
 
 from coordinator_server.purgatory import DelayedOperationPurgatory
 from protocol.errors import Errors
@@ -63,6 +64,8 @@ _TRIGGER_OF: dict[RebalanceReason, RebalanceTrigger] = {
 }
 
 
+# metrics.GroupMetrics, not compiled, implements these.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GroupEvents:
     """What the core reports for metrics: plain calls with values it already has (its monotonic now_ms,
     never a clock read). This no-op default keeps the core free of any metrics library; the shell passes
@@ -84,6 +87,8 @@ class GroupEvents:
         """A pending KIP-394 member was forgotten because its group held group_max_pending_members."""
 
 
+# GroupCoordinator's base, and GroupCoordinator allows interpreted subclasses.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RebalanceMechanics:
     # Provided by GroupCoordinator.
     config: GroupConfig

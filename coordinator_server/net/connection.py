@@ -200,10 +200,12 @@ class Connection(asyncio.Protocol):
             structlog.contextvars.bind_contextvars(listener=self._listener.name, principal=self._access.principal)
         log.debug("connection_opened")
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data: bytes | bytearray) -> None:
         if self._closing:
             return
-        self._buffer = self._buffer + data if self._buffer else data
+        # bytes() of bytes is the same object; a transport handing over a bytearray gets a copy, since the
+        # compiled module (setup.py) holds the buffer as bytes.
+        self._buffer = self._buffer + data if self._buffer else bytes(data)
         self._ctx.run(self._serve_buffered)
 
     def eof_received(self) -> bool:
@@ -387,7 +389,7 @@ class Connection(asyncio.Protocol):
             self._client_id = client_id
             structlog.contextvars.bind_contextvars(client_id=client_id)
 
-    def _request_done(self, task: asyncio.Future[bytes | None]) -> None:
+    def _request_done(self, task: asyncio.Future[bytes] | asyncio.Future[bytes | None]) -> None:
         self._task = None
         try:
             response = task.result()

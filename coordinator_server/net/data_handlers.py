@@ -455,7 +455,7 @@ class DataHandlers:
         else:
             wanted = [(name, None) for name in req.topic_names]
         results = []
-        doomed = []
+        doomed: list[object] = []
         for name, topic_id in wanted:
             if name is None and topic_id is not None:
                 found = self.store.get_by_id(topic_id)

@@ -74,7 +74,8 @@ def _first_null(message: Any, plan: _Plan, path: str) -> str | None:
                 return f"{path}{name}"
             continue
         if nested is not None:
-            for i, item in enumerate(value if is_array else (value,)):
+            items: Any = value if is_array else (value,)
+            for i, item in enumerate(items):
                 found = _first_null(item, nested, f"{path}{name}[{i}].")
                 if found is not None:
                     return found

@@ -12,11 +12,15 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Hashable
 
+from mypy_extensions import mypyc_attr
+
 from coordinator_server.purgatory.timing_wheel import TimerTask
 
 CompletionListener = Callable[["DelayedOperation"], None]
 
 
+# Subclassed outside the compiled modules (the topic store's fetches, replication's produces, tests).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperation(TimerTask):
     """Kafka's DelayedOperation: tryComplete / forceComplete / onComplete / onExpiration, completed exactly once."""
 

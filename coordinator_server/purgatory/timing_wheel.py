@@ -30,7 +30,11 @@ import itertools
 from abc import ABCMeta, abstractmethod
 from typing import cast
 
+from mypy_extensions import mypyc_attr
 
+
+# TimerTask is subclassed outside the compiled modules (setup.py), so its base must allow that too.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class _Link:
     """A node of a circular doubly-linked list. Buckets are the sentinels, tasks the members."""
 
@@ -47,6 +51,7 @@ _UNLINKED._next = _UNLINKED
 _UNLINKED._prev = _UNLINKED
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TimerTask(_Link, metaclass=ABCMeta):
     """Base class for something scheduled on the Timer. Subclasses override run()."""
 

@@ -186,16 +186,16 @@ class ReplicaFetcher:
         self._inflight.clear()
         for t in response.topics:
             for p in t.partitions:
-                f = self._partitions.get(p.partition)
-                if f is None or f.leader_epoch != epochs.get(p.partition):
+                found = self._partitions.get(p.partition)
+                if found is None or found.leader_epoch != epochs.get(p.partition):
                     continue  # removed or re-added at another epoch meanwhile
-                if not self._accept(f, Errors(p.error_code)):
+                if not self._accept(found, Errors(p.error_code)):
                     continue
-                state = offset_truncation_state(p.leader_epoch, p.end_offset, self._log.epoch_cache(f.partition),
-                                                self._log.log_end_offset(f.partition),
-                                                self._log.high_watermark(f.partition))
-                await self._truncate_one(f, state.offset)
-                f.truncated = state.truncation_completed
+                state = offset_truncation_state(p.leader_epoch, p.end_offset, self._log.epoch_cache(found.partition),
+                                                self._log.log_end_offset(found.partition),
+                                                self._log.high_watermark(found.partition))
+                await self._truncate_one(found, state.offset)
+                found.truncated = state.truncation_completed
 
     async def _truncate_one(self, f: _Fetching, offset: int) -> None:
         local_end = self._log.log_end_offset(f.partition)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
+from mypy_extensions import mypyc_attr
 
 from coordinator_server.storage import syncfs as syncfs_call
 from coordinator_server.storage.batch import (
@@ -82,12 +83,14 @@ def partition_dir(data_dir: Path, partition: int) -> Path:
     return Path(data_dir) / f"__consumer_offsets-{partition}"
 
 
+# Tests subclass it to count or fail calls, and they are not compiled (setup.py).
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass(frozen=True)
 class FileIO:
     """The system calls durability rests on. Tests swap in counting or failing versions (a seam, not a
     patch of internals)."""
 
-    pwrite: Callable[[int, bytes, int], int] = os.pwrite
+    pwrite: Callable[[int, bytes | bytearray, int], int] = os.pwrite
     fsync: Callable[[int], None] = os.fsync
     # One call making everything written on a file's filesystem durable (`storage.syncfs`), which a
     # group-commit round over many partitions uses instead of their fsyncs; None: fsync each file. A seam
@@ -204,9 +207,11 @@ class PartitionLog:
 
     @classmethod
     def open(cls, directory: Path, partition: int, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-             file_io: FileIO | None = None, **kwargs: int) -> PartitionLog:
+             file_io: FileIO | None = None, *, deep: bool = True, segment_ms: int = DEFAULT_SEGMENT_MS,
+             index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> PartitionLog:
         """Open (creating if needed) `<directory>/__consumer_offsets-<partition>/` and run recovery."""
-        return cls.open_dir(partition_dir(Path(directory), partition), partition, segment_bytes, file_io, **kwargs)
+        return cls.open_dir(partition_dir(Path(directory), partition), partition, segment_bytes, file_io, deep=deep,
+                            segment_ms=segment_ms, index_interval_bytes=index_interval_bytes)
 
     @classmethod
     def open_dir(cls, pdir: Path, partition: int, segment_bytes: int = DEFAULT_SEGMENT_BYTES,

@@ -145,8 +145,8 @@ def recover(pdir: Path, segments: list[Segment], deep: bool = True) -> tuple[int
         log.warning("torn_tail_truncated", file=str(seg.path), position=last_scan.good_end,
                     bytes=seg.size - last_scan.good_end, reason=last_scan.bad.reason)
         seg.size = last_scan.good_end
-    for seg, scan in zip(segments, scans, strict=True):
-        if scan is None:
+    for seg, verified in zip(segments, scans, strict=True):
+        if verified is None:
             continue
         # What was verified is made durable (it may be in the page cache only, after a process crash),
         # so the recovery point written after open can cover it.

@@ -376,8 +376,8 @@ def test_the_image_installs_the_cluster_dependency(instructions: list[tuple[str,
     # kazoo (the ZooKeeper client) is one of the package's dependencies, which `pip install .` installs.
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     assert any(re.match(r"kazoo\b", d) for d in pyproject["project"]["dependencies"])
-    runs = [shlex.split(args.replace("&&", " && ")) for i, args in instructions if i == "RUN"]
-    installs = [words for words in runs if words[:2] == ["pip", "install"]]
+    commands = [" ".join(shlex.split(c)) for i, args in instructions if i == "RUN" for c in args.split("&&")]
+    installs = [c.split() for c in commands if c.startswith("pip install")]
     assert installs and "." in installs[0] and "--no-deps" not in installs[0], installs
 
 

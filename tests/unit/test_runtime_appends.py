@@ -16,15 +16,17 @@ from typing import Any
 import pytest
 
 from coordinator_server.group.api import PendingAppend
+from coordinator_server.group.coordinator import GroupCoordinator
 from coordinator_server.group.records import OffsetCommitRecord, OffsetCommitValue
 from coordinator_server.runtime import CoordinatorRuntime
 from coordinator_server.storage import RecordTooLargeError, StorageError
+from coordinator_server.storage.coordinator_log import CoordinatorLog
 from protocol.errors import Errors
 
 REQUEST = contextvars.ContextVar("request", default=None)
 
 
-class FakeLog:
+class FakeLog(CoordinatorLog):  # a subclass: the runtime is compiled (setup.py) and checks its arguments' types
     def __init__(self) -> None:
         self.submitted: list[tuple[str, int, Callable[[StorageError | None], None]]] = []
         self.refuse: dict[str, StorageError] = {}
@@ -46,10 +48,9 @@ class FakeLog:
         contextvars.Context().run(cb, error)
 
 
-class FakeCore:
-    wall_offset_ms = 0
-
+class FakeCore(GroupCoordinator):  # (as FakeLog)
     def __init__(self) -> None:
+        self.wall_offset_ms = 0
         self.appends: list[PendingAppend] = []
         self.completed: list[tuple[str, Errors, Any]] = []
         self.clock_advances = 0
@@ -82,7 +83,7 @@ class FakeCore:
 @pytest.fixture
 async def setup() -> tuple[CoordinatorRuntime, FakeLog, FakeCore]:
     log, core = FakeLog(), FakeCore()
-    return CoordinatorRuntime(log, core, asyncio.get_running_loop()), log, core  # type: ignore[arg-type]
+    return CoordinatorRuntime(log, core, asyncio.get_running_loop()), log, core
 
 
 async def drain_as(runtime: CoordinatorRuntime, request: str) -> asyncio.Task[None]:

@@ -19,7 +19,7 @@ from tests.unit.test_runtime_appends import FakeCore, FakeLog
 @pytest.fixture
 async def setup() -> tuple[CoordinatorRuntime, FakeLog, FakeCore]:
     log, core = FakeLog(), FakeCore()
-    return CoordinatorRuntime(log, core, asyncio.get_running_loop()), log, core  # type: ignore[arg-type]
+    return CoordinatorRuntime(log, core, asyncio.get_running_loop()), log, core
 
 
 class Calls:

@@ -1,0 +1,55 @@
+"""Compiles the request path's hot modules with mypyc (docs/decisions.md, "Compiled hot path").
+
+Every other setting lives in pyproject.toml; this file only adds the extension modules. The modules stay
+ordinary Python too: set COORDINATOR_PURE_PYTHON=1 when installing to skip the compiler (no C compiler on
+the machine, or to debug with pdb inside them), at the cost of the speed in docs/performance.md.
+"""
+import os
+
+from setuptools import setup
+
+# What a heartbeat, a JoinGroup/SyncGroup and an offset commit go through, in the order a request meets
+# them. A module here must pass mypy (mypyc enforces its annotations at run time), and a class of it that
+# is subclassed by a module not listed says so with @mypyc_attr(allow_interpreted_subclasses=True).
+COMPILED_MODULES = [
+    "coordinator_server/net/connection.py",
+    "coordinator_server/net/connection_policy.py",
+    "protocol/heartbeat_wire.py",
+    "coordinator_server/net/handlers.py",
+    "coordinator_server/security/authorizer.py",
+    "coordinator_server/runtime.py",
+    "coordinator_server/group/coordinator.py",
+    "coordinator_server/group/rebalance.py",
+    "coordinator_server/group/group.py",
+    "coordinator_server/group/member.py",
+    "coordinator_server/group/delayed.py",
+    "coordinator_server/purgatory/purgatory.py",
+    "coordinator_server/purgatory/operation.py",
+    "coordinator_server/purgatory/timing_wheel.py",
+    "protocol/wire_primitives.py",
+    "protocol/framing.py",
+    "protocol/group_wire.py",
+    "protocol/offset_commit_wire.py",
+    "protocol/offset_fetch_wire.py",
+    "protocol/offset_messages.py",
+    "coordinator_server/group/api.py",
+    "coordinator_server/net/offset_handlers.py",
+    "coordinator_server/group/offsets.py",
+    "coordinator_server/storage/coordinator_log.py",
+    "coordinator_server/storage/batch.py",
+    "coordinator_server/storage/log.py",
+    "coordinator_server/storage/segment.py",
+    "coordinator_server/storage/index.py",
+    "coordinator_server/storage/group_commit.py",
+]
+
+
+def ext_modules() -> list:
+    if os.environ.get("COORDINATOR_PURE_PYTHON", "") not in ("", "0"):
+        return []
+    from mypyc.build import mypycify
+
+    return mypycify(COMPILED_MODULES, opt_level="3", debug_level="1", target_dir="build/mypyc")
+
+
+setup(ext_modules=ext_modules())

@@ -1,0 +1,23 @@
+"""Every suite: refuse to run against a stale compiled build. Python imports a module's compiled .so
+(setup.py, built in place by `pip install -e .`) before its .py, so an edit not rebuilt would go untested,
+and a module dropped from the list but still compiled would run against another build's library."""
+from __future__ import annotations
+
+import importlib.machinery
+
+import pytest
+
+from tests.compiled_build import ROOT, compiled_sources, extension_of
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    listed = compiled_sources()
+    stale = [str(source.relative_to(ROOT)) for source in listed
+             if (ext := extension_of(source)) is not None and source.stat().st_mtime > ext.stat().st_mtime]
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    unlisted = [str(path.relative_to(ROOT)) for package in ("coordinator_server", "protocol")
+                for path in (ROOT / package).rglob("*.so")
+                if path.name.endswith(suffixes) and path.with_name(path.name.split(".")[0] + ".py") not in listed]
+    if stale or unlisted:
+        pytest.exit(f"the compiled build does not match the sources (older than {stale}, not in setup.py {unlisted}):"
+                    " run `make build` (or `pip install --no-deps -e .`) first", returncode=4)
