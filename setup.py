@@ -1,4 +1,4 @@
-"""Compiles the request path's hot modules with mypyc (docs/decisions.md, "Compiled hot path").
+"""Compiles the request path's hot modules with mypyc (docs/decisions.md, "Build and compiled hot path").
 
 Every other setting lives in pyproject.toml; this file only adds the extension modules. The modules stay
 ordinary Python too: set COORDINATOR_PURE_PYTHON=1 when installing to skip the compiler (no C compiler on
