@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.test-installed
 # The request path's hot modules, compiled with mypyc by every editable install (setup.py, docs/decisions.md
-# "Compiled hot path"). Python imports a module's compiled .so before its .py, so the build is redone
+# "Build and compiled hot path"). Python imports a module's compiled .so before its .py, so the build is redone
 # whenever one of them changes (tests/conftest.py refuses to run on a stale one).
 COMPILED_SOURCES := $(shell sed -n 's/^    "\(.*\.py\)",$$/\1/p' setup.py)
 BUILD_STAMP := $(VENV)/.compiled
