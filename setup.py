@@ -8,8 +8,8 @@ import os
 
 from setuptools import setup
 
-# What a heartbeat, a JoinGroup/SyncGroup and an offset commit go through, in the order a request meets
-# them. A module here must pass mypy (mypyc enforces its annotations at run time), and a class of it that
+# What a heartbeat, a JoinGroup/SyncGroup and an offset commit go through (the heartbeat's path first).
+# A module here must pass mypy (mypyc enforces its annotations at run time), and a class of it that
 # is subclassed by a module not listed says so with @mypyc_attr(allow_interpreted_subclasses=True).
 COMPILED_MODULES = [
     "coordinator_server/net/connection.py",

@@ -267,8 +267,8 @@ async def rebalance(host: str, port: int, size: int) -> dict[str, Any]:
     # The driver's own collector, settled like the server's (app._settle_heap; the driver keeps the young
     # threshold of 10,000 it was measured with, so a change of the server's shows alone): what exists
     # before the clock starts (the connections, the frames) is left out of its full collections, and the
-    # youngest generation is collected less often. With the defaults its collections over thousands of connections grew faster
-    # than the group and landed in the window (findings.md, "The rebalance path").
+    # youngest generation is collected less often. With the defaults its collections over thousands of
+    # connections grew faster than the group and landed in the window (findings.md, "The rebalance path").
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 20, 10)

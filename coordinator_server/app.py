@@ -161,8 +161,8 @@ def _settle_heap() -> None:
     """What start-up loaded (groups, members, offsets, topic indexes) lives as long as the process: take it
     out of the cyclic collector's view (gc.freeze), so full collections scan only what came later, and
     collect the youngest generation less often (GC_THRESHOLDS). Measured by the rebalance benchmark: the
-    server's CPU in a 5,000-member rebalance fell by 17% (full collections over a big heap grew faster than linearly); see
-    docs/decisions.md. Objects frozen here are still freed by reference counting when dropped; only cyclic
+    server's CPU in a 5,000-member rebalance fell by 17% (full collections over a big heap grew faster than
+    linearly); see docs/decisions.md. Objects frozen here are still freed by reference counting when dropped; only cyclic
     garbage made during the load would stay, and the load makes next to none (the young generations are
     collected first, cheaply; a full collection here would cost seconds at a million members)."""
     gc.collect(1)

@@ -25,5 +25,10 @@ def extension_of(source: Path) -> Path | None:
     return None
 
 
+def source_of(path: Path) -> Path:
+    """The .py beside a module file, compiled (`name.cpython-311-x86_64-linux-gnu.so`) or not."""
+    return path.with_name(path.name.split(".")[0] + ".py")
+
+
 def module_name(source: Path) -> str:
     return ".".join(source.relative_to(ROOT).with_suffix("").parts)

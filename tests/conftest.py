@@ -7,7 +7,7 @@ import importlib.machinery
 
 import pytest
 
-from tests.compiled_build import ROOT, compiled_sources, extension_of
+from tests.compiled_build import ROOT, compiled_sources, extension_of, source_of
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -17,7 +17,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     unlisted = [str(path.relative_to(ROOT)) for package in ("coordinator_server", "protocol")
                 for path in (ROOT / package).rglob("*.so")
-                if path.name.endswith(suffixes) and path.with_name(path.name.split(".")[0] + ".py") not in listed]
+                if path.name.endswith(suffixes) and source_of(path) not in listed]
     if stale or unlisted:
         pytest.exit(f"the compiled build does not match the sources (older than {stale}, not in setup.py {unlisted}):"
                     " run `make build` (or `pip install --no-deps -e .`) first", returncode=4)

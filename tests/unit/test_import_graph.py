@@ -23,6 +23,7 @@ from coordinator_server.group.coordinator import GroupConfig, GroupCoordinator
 from coordinator_server.group.delayed import RebalanceCallbacks
 from coordinator_server.group.offsets import OffsetGroups
 from coordinator_server.purgatory import Timer
+from tests.compiled_build import source_of
 
 PACKAGE = "coordinator_server"
 ROOT = Path(__file__).resolve().parents[2] / PACKAGE
@@ -184,8 +185,7 @@ def test_relative_imports_resolve_from_a_package_init_and_from_a_module() -> Non
 def _protocol_members(protocol: type) -> dict[str, list[str] | None]:
     """What the protocol declares: a method's parameter names after self, None for a property. Read from
     its source: a Protocol in a module compiled by mypyc (setup.py) keeps no members at run time."""
-    compiled_or_not = Path(sys.modules[protocol.__module__].__file__ or "")
-    source = compiled_or_not.with_name(compiled_or_not.name.split(".")[0] + ".py")
+    source = source_of(Path(sys.modules[protocol.__module__].__file__ or ""))
     [cls] = [n for n in ast.parse(source.read_text()).body if isinstance(n, ast.ClassDef) and n.name == protocol.__name__]
     members: dict[str, list[str] | None] = {}
     for node in cls.body:
