@@ -70,7 +70,10 @@ def daemon_env(base: Mapping[str, str], home: Path, host: str, daemon_memory: st
     env["SPARK_LOCAL_IP"] = host  # no lookup of the machine's hostname, no warning about loopback
     env["SPARK_DAEMON_MEMORY"] = daemon_memory  # the master and worker JVMs' heap (not the executors')
     # Fail on a taken web UI port rather than bind the next one, where another master may be listening.
-    env["SPARK_DAEMON_JAVA_OPTS"] = (env.get("SPARK_DAEMON_JAVA_OPTS", "") + " -Dspark.port.maxRetries=0").strip()
+    # No REST submission server: jobs are submitted in client mode, and its fixed port (6066) made a second
+    # master on the machine (two test workers, or a user's own) fail to start.
+    env["SPARK_DAEMON_JAVA_OPTS"] = (env.get("SPARK_DAEMON_JAVA_OPTS", "")
+                                     + " -Dspark.port.maxRetries=0 -Dspark.master.rest.enabled=false").strip()
     return env
 
 

@@ -158,16 +158,31 @@ class Cluster:
             time.sleep(0.1)
         raise AssertionError(f"no coordinator for {group_id} within {timeout_s}s (last answer {last})")
 
-    def wait_full_isr(self, timeout_s: float = 30.0, what: str = "a node") -> None:
-        """Until every `__consumer_offsets` partition has all its replicas in sync again."""
+    def wait_full_isr(self, timeout_s: float = 30.0, what: str = "a node", topic: str = "__consumer_offsets") -> None:
+        """Until every partition of `topic` has all its replicas in sync again."""
         deadline = time.monotonic() + timeout_s
         while True:
-            parts = self.metadata().topics[0].partitions
-            if all(len(p.isr_nodes) == len(p.replica_nodes) for p in parts):
+            parts = [p for t in self.ask(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                                            allow_auto_topic_creation=False), MetadataResponse).topics
+                     for p in t.partitions]
+            if parts and all(len(p.isr_nodes) == len(p.replica_nodes) for p in parts):
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"{what} did not rejoin every ISR within {timeout_s}s: {parts}")
             time.sleep(0.2)
+
+    def topic_state(self, topic: str) -> list[tuple[int, int, int, list[int], list[int]]]:
+        """(partition, leader, leader epoch, replicas, ISR) of each of `topic`'s partitions, as a running
+        node's Metadata has them: what a failure message shows about a topic's replicas."""
+        resp = self.ask(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                           allow_auto_topic_creation=False), MetadataResponse)
+        return sorted((p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes))
+                      for t in resp.topics for p in t.partitions)
+
+    def log_tails(self, lines: int = 15) -> str:
+        """The last log lines of every node, for a failure message."""
+        return "\n".join(f"--- node {n.node_id} ({'running' if n.running else 'down'})\n"
+                         + "\n".join(n.stderr_lines()[-lines:]) for n in self.nodes.values())
 
     def metadata(self) -> Any:
         return self.ask(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")],

@@ -119,16 +119,23 @@ def groups_on_one_coordinator(cluster: Cluster) -> tuple[str, str, int]:
     raise AssertionError("no two groups share a coordinator")
 
 
-def produce(servers: str, start: int, count: int) -> dict[int, int]:
-    """acks=all; the end offset of each partition afterwards."""
-    producer = KafkaProducer(bootstrap_servers=servers.split(","), acks="all", retries=20, retry_backoff_ms=200,
-                             request_timeout_ms=20000, max_block_ms=30000)
+def produce(cluster: Cluster, servers: str, start: int, count: int) -> dict[int, int]:
+    """acks=all; the end offset of each partition afterwards. The producer's own delivery timeout bounds the
+    wait, so a record that cannot be written fails with the producer's reason, shown with the topic's
+    leaders and ISRs and the nodes' last log lines."""
+    producer = KafkaProducer(bootstrap_servers=servers.split(","), acks="all", retry_backoff_ms=200,
+                             request_timeout_ms=20000, max_block_ms=30000, delivery_timeout_ms=90000)
     futures = [producer.send(TOPIC, key=f"k{i}".encode(), value=f"v{i}".encode()) for i in range(start, start + count)]
     ends: dict[int, int] = {}
-    for f in futures:
-        md = f.get(timeout=60)
-        ends[md.partition] = max(ends.get(md.partition, 0), md.offset + 1)
-    producer.close()
+    try:
+        for f in futures:
+            md = f.get(timeout=120)
+            ends[md.partition] = max(ends.get(md.partition, 0), md.offset + 1)
+    except Exception as e:
+        raise AssertionError(f"records {start}..{start + count} not all written ({e!r}); {TOPIC} is "
+                             f"{cluster.topic_state(TOPIC)}\n{cluster.log_tails()}") from e
+    finally:
+        producer.close(timeout=5)
     return ends
 
 
@@ -148,7 +155,7 @@ def all_seen(members: list[Member], ends: dict[int, int]) -> bool:
 def test_confluent_kafka_and_kafka_python_groups_survive_their_coordinators_kill_9(cluster: Cluster) -> None:
     cf_group, kp_group, coordinator = groups_on_one_coordinator(cluster)
     servers = bootstrap(cluster.running())
-    ends = produce(servers, 0, 400)
+    ends = produce(cluster, servers, 0, 400)
     cf = [confluent_member(servers, cf_group) for _ in range(2)]
     kp = [kafka_python_member(servers, kp_group) for _ in range(2)]
     members = cf + kp
@@ -158,13 +165,18 @@ def test_confluent_kafka_and_kafka_python_groups_survive_their_coordinators_kill
         wait_for(lambda: all_seen(cf, ends) and all_seen(kp, ends), "both groups consumed the first records",
                  60, members)
         acked_before: list[dict[int, int]] = [dict(m.acked) for m in members]
+        # On a loaded machine a follower can fall behind for replica.lag.time.max.ms and leave an ISR; a
+        # partition whose ISR is then its leader alone has no one to take over (unclean election is off, as
+        # in Kafka) and stays offline while the leader is dead. The kill comes once every replica is in sync.
+        for topic in ("__consumer_offsets", TOPIC):
+            cluster.wait_full_isr(what="every replica", topic=topic)
 
         cluster.kill9(coordinator)
         # Both groups move to another node within the ZooKeeper session (3 s) plus the load.
         for group in (cf_group, kp_group):
             cluster.wait_coordinator(group, timeout_s=30, accept=lambda n: n != coordinator)
         survivors = bootstrap(cluster.running())
-        for p, end in produce(survivors, 400, 400).items():
+        for p, end in produce(cluster, survivors, 400, 400).items():
             ends[p] = max(ends.get(p, 0), end)
         wait_for(lambda: all_seen(cf, ends) and all_seen(kp, ends), "both groups consumed everything after the "
                  "failover", 90, members)

@@ -177,9 +177,21 @@ def produce_and_consume(cfg: dict[str, Any], topic: str, group: str, n: int = 5)
             for records in consumer.poll(timeout_ms=500).values():
                 got += records
         assert len(got) == n
-        consumer.commit()
         from kafka import TopicPartition
-        assert consumer.committed(TopicPartition(topic, 0)) == n
+        from kafka.errors import RebalanceInProgressError
+        from kafka.structs import OffsetAndMetadata
+        # kafka-python may join before its metadata names the topic and rejoin right after (its snapshot of
+        # the subscription changed): a commit in that window fails with RebalanceInProgressError, and the
+        # client's own advice is to poll, which completes the rebalance, and commit again.
+        tp = TopicPartition(topic, 0)
+        while True:
+            try:
+                consumer.commit({tp: OffsetAndMetadata(n, "", -1)})
+                break
+            except RebalanceInProgressError:
+                assert time.monotonic() < deadline + 30, "the consumer's rebalance did not complete"
+                consumer.poll(timeout_ms=500)
+        assert consumer.committed(tp) == n
     finally:
         consumer.close()
 

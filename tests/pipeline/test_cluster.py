@@ -224,3 +224,12 @@ def test_only_alive_workers_count() -> None:
     status = {"workers": [{"state": "ALIVE"}, {"state": "DEAD"}, {"state": "ALIVE"}]}
     assert standalone.alive_workers(status) == 2
     assert standalone.alive_workers({}) == 0
+
+
+def test_two_clusters_start_side_by_side(tmp_path: Path) -> None:
+    # Two masters on one machine (the test workers of `make test`, a user's own cluster): every port they
+    # bind is their own; Spark's REST submission server, on its fixed port 6066, made the second one hang.
+    with standalone.cluster(workers=0, log_dir=tmp_path / "a") as a, \
+            standalone.cluster(workers=0, log_dir=tmp_path / "b") as b:
+        assert a.master_url != b.master_url
+        assert a.status()["status"] == b.status()["status"] == "ALIVE"
