@@ -14,6 +14,7 @@ from setuptools import setup
 COMPILED_MODULES = [
     "coordinator_server/net/connection.py",
     "coordinator_server/net/connection_policy.py",
+    "coordinator_server/loop_tally.py",
     "protocol/heartbeat_wire.py",
     "coordinator_server/net/handlers.py",
     "coordinator_server/security/authorizer.py",

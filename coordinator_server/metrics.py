@@ -4,8 +4,10 @@ the `/metrics` endpoint (docs/metrics.md lists them all).
 Theory of operation. Counters and histograms are module-level objects in one registry of our own
 (`REGISTRY`, not prometheus-client's global one, so nothing else leaks into our endpoint). The shell
 updates them inline, on the event loop: prometheus-client's metrics are thread-safe and an update costs
-about a microsecond. The per-request ones (request count and latency, bytes in and out) are tallied with
-plain additions instead (`RequestTally`, `LoopCounter`): they are paid on every request. The group core never imports this module; it calls a `GroupEvents` observer that
+about a microsecond. The per-request and per-append ones (request count and latency, bytes in and out,
+the log-append latency) are tallied with plain additions instead, the latencies by compiled code
+(`loop_tally.py`, read here by `RequestTally` and `LoopHistogram`; `LoopCounter`): they are paid on every
+request. The group core never imports this module; it calls a `GroupEvents` observer that
 `GroupMetrics` implements here, passing the monotonic `now_ms` it already has, so durations need no
 clock read in the core.
 
@@ -21,7 +23,6 @@ import asyncio
 import concurrent.futures
 import itertools
 import threading
-from bisect import bisect_left
 from collections import Counter as _Tally
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from coordinator_server.group.consumer.group import ConsumerGroupState
 from coordinator_server.group.consumer.manager import FENCE_KINDS, ConsumerGroupEvents
 from coordinator_server.group.rebalance import GroupEvents
 from coordinator_server.group.state import GroupState
+from coordinator_server.loop_tally import LatencyTally, RequestTallies
 from protocol.errors import Errors
 from protocol.framing import EncodedResponse
 
@@ -70,51 +72,58 @@ _REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120
 # -- requests and connections (net/connection.py, net/server.py) ---------------------------------------
 
 class RequestTally(Collector):
-    """Request counts and latencies, tallied on the event loop with plain integer and float additions.
+    """Request counts and latencies by API and version, from the loop's `RequestTallies` (loop_tally.py).
 
     Why not a prometheus-client Counter and Histogram: every request paid for a lock per counter, a lock per
     histogram bucket and sum, and a label lookup — about 2 µs, a tenth of a heartbeat's whole cost in the
-    benchmark profile. Only the loop thread writes a tally; the scrape thread reads them, and the GIL makes
-    each read whole (a scrape may see a request in the count a hair before its bucket: Prometheus tolerates
-    that, and prometheus-client's own histograms are not atomic across buckets either).
+    benchmark profile.
     """
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._bounds = _LATENCY_BUCKETS
-        # (api, version) -> [count, sum of seconds, per-bucket counts (not cumulative; +Inf last)...]
-        self._tallies: dict[tuple[str, int], list[float]] = {}
+    def __init__(self, tallies: RequestTallies, registry: CollectorRegistry) -> None:
+        self._tallies = tallies
         registry.register(self)
-
-    def observe(self, api: str, version: int, seconds: float) -> None:
-        tally = self._tallies.get((api, version))
-        if tally is None:
-            tally = self._tallies[(api, version)] = [0, 0.0] + [0] * (len(self._bounds) + 1)
-        tally[0] += 1
-        tally[1] += seconds
-        tally[2 + bisect_left(self._bounds, seconds)] += 1
 
     def describe(self) -> list[Metric]:
         return list(self._families({}))
 
     def collect(self) -> list[Metric]:
-        return list(self._families(dict(self._tallies)))
+        return list(self._families(self._tallies.read()))
 
-    def _families(self, tallies: dict[tuple[str, int], list[float]]) -> Iterator[Metric]:
+    def _families(self, tallies: dict[tuple[str, int], tuple[int, float, list[int]]]) -> Iterator[Metric]:
         requests = CounterMetricFamily("coordinator_requests",
                                        "Requests answered (or dropped with acks=0), by API and version",
                                        labels=["api", "version"])
         latency = HistogramMetricFamily("coordinator_request_latency_seconds",
                                         "Time from a request's frame being read to its response being encoded",
                                         labels=["api", "version"])
-        bounds = [*map(floatToGoString, self._bounds), "+Inf"]
-        for (api, version), tally in sorted(tallies.items()):
-            values = list(tally)  # one copy: the loop may add to the live list meanwhile
+        bounds = [*map(floatToGoString, self._tallies.bounds), "+Inf"]
+        for (api, version), (count, total, buckets) in sorted(tallies.items()):
             labels = [api, str(version)]
-            requests.add_metric(labels, values[0])
-            cumulative = list(itertools.accumulate(values[2:]))
-            latency.add_metric(labels, list(zip(bounds, cumulative, strict=True)), sum_value=values[1])
+            requests.add_metric(labels, count)
+            latency.add_metric(labels, list(zip(bounds, itertools.accumulate(buckets), strict=True)),
+                               sum_value=total)
         yield requests
         yield latency
+
+
+class LoopHistogram(Collector):
+    """An unlabelled histogram the loop fills through `tally` (a compiled LatencyTally), read at scrape time."""
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.tally = LatencyTally(buckets)
+        registry.register(self)
+
+    def describe(self) -> list[Metric]:
+        return [HistogramMetricFamily(self.name, self.documentation, labels=[])]
+
+    def collect(self) -> list[Metric]:
+        count, total, buckets = self.tally.read()
+        family = HistogramMetricFamily(self.name, self.documentation, labels=[])
+        bounds = [*map(floatToGoString, self.tally.bounds), "+Inf"]
+        family.add_metric([], list(zip(bounds, itertools.accumulate(buckets), strict=True)), sum_value=total)
+        return [family]
 
 
 class LoopCounter(Collector):
@@ -133,7 +142,8 @@ class LoopCounter(Collector):
         return [CounterMetricFamily(self.name, self.documentation, value=self.value)]
 
 
-REQUEST_TALLY = RequestTally(REGISTRY)
+REQUESTS = RequestTallies(_LATENCY_BUCKETS, lambda api, code: _count_error(api, code))
+REQUEST_TALLY = RequestTally(REQUESTS, REGISTRY)
 ERRORS = Counter("coordinator_response_errors",
                  "Non-zero error codes in responses: the top-level error_code and those of nested "
                  "entries (topics, partitions, groups, members, coordinators)",
@@ -197,9 +207,9 @@ for _reason in CONNECTION_CLOSE_REASONS:
 
 # -- storage (storage/group_commit.py: the coordinator log and the topic store) ---------------------
 
-LOG_APPEND_LATENCY = Histogram("coordinator_log_append_seconds",
-                               "One batch written to a __consumer_offsets segment (the write, not the fsync)",
-                               buckets=_DISK_BUCKETS, registry=REGISTRY)
+LOG_APPEND_LATENCY = LoopHistogram("coordinator_log_append_seconds",
+                                   "One batch written to a __consumer_offsets segment (the write, not the fsync)",
+                                   _DISK_BUCKETS, REGISTRY)
 LOG_FSYNC_LATENCY = Histogram("coordinator_log_fsync_seconds", "One partition fsync (or the syncfs covering it)", ["log"],
                               buckets=_DISK_BUCKETS, registry=REGISTRY)
 LOG_FSYNC_COORDINATOR = LOG_FSYNC_LATENCY.labels("coordinator")  # the __consumer_offsets partitions
@@ -234,7 +244,7 @@ _error_names: dict[int, str] = {e.value: e.name for e in Errors}
 
 def observe_request(api: str, version: int, seconds: float, response: object | None) -> None:
     """Count one request; `response` (None for acks=0) is scanned for non-zero error codes."""
-    REQUEST_TALLY.observe(api, version, seconds)
+    REQUESTS.observe(api, version, seconds)
     if response is not None:
         codes = response.error_codes if isinstance(response, EncodedResponse) else error_codes(response)
         for code in codes:
@@ -242,19 +252,9 @@ def observe_request(api: str, version: int, seconds: float, response: object | N
                 _count_error(api, code)
 
 
-def observe_request_error(api: str, version: int, seconds: float, error_code: int) -> None:
-    """Count one request whose response carries a single top-level error code (the heartbeat fast path)."""
-    REQUEST_TALLY.observe(api, version, seconds)
-    if error_code:
-        _count_error(api, error_code)
-
-
-def observe_request_errors(api: str, version: int, seconds: float, error_codes: Iterable[int]) -> None:
-    """Count one request answered by a fast path, with the error codes its response carries."""
-    REQUEST_TALLY.observe(api, version, seconds)
-    for code in error_codes:
-        if code:
-            _count_error(api, code)
+# The fast paths' accounting: bound methods of the compiled tallies, called without an interpreted frame.
+observe_request_error = REQUESTS.observe_error
+observe_request_errors = REQUESTS.observe_errors
 
 
 # The labelled children of ERRORS, looked up once: `labels()` takes a lock and builds the key on every call,

@@ -107,7 +107,7 @@ class CoordinatorLog:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coordinator-log")
         self._targets = [Target(f"__consumer_offsets-{p}", plog, kind="log", fields={"partition": p},
                                 fsync_seconds=metrics.LOG_FSYNC_COORDINATOR,
-                                append_seconds=metrics.LOG_APPEND_LATENCY) for p, plog in enumerate(logs)]
+                                append_seconds=metrics.LOG_APPEND_LATENCY.tally) for p, plog in enumerate(logs)]
         self._writer = GroupCommitWriter(fsync, "coordinator_log", sync_threads=min(sync_threads, partitions),
                                          syncfs=syncfs)
         self._closing = False

@@ -325,6 +325,18 @@ def test_request_latencies_land_in_prometheus_le_buckets_and_bytes_are_counted()
     assert sample("coordinator_request_latency_seconds_sum", **labels) >= 700.0012
 
 
+def test_log_append_latencies_land_in_prometheus_le_buckets() -> None:
+    bucket = "coordinator_log_append_seconds_bucket"
+    readings = Readings(("coordinator_log_append_seconds_count", {}), (bucket, {"le": "0.0001"}),
+                        (bucket, {"le": "0.00025"}), (bucket, {"le": "2.5"}), (bucket, {"le": "+Inf"}))
+    tally = metrics.LOG_APPEND_LATENCY.tally  # what the coordinator log's writer is handed
+    tally.observe(0.0001)  # on a bound: that bucket
+    tally.observe(0.0002)
+    tally.observe(3.0)  # beyond the last bound: only +Inf
+    assert readings.delta() == [3, 1, 2, 2, 3]
+    assert sample("coordinator_log_append_seconds_sum") >= 3.0003
+
+
 def test_consumer_protocol_groups_are_counted_by_state_with_their_members_and_lag() -> None:
     from tests.unit.test_consumer_group_facade import consumer_group
 
