@@ -119,7 +119,7 @@ class LoopHistogram(Collector):
         return [HistogramMetricFamily(self.name, self.documentation, labels=[])]
 
     def collect(self) -> list[Metric]:
-        count, total, buckets = self.tally.read()
+        _count, total, buckets = self.tally.read()  # the +Inf bucket is the count
         family = HistogramMetricFamily(self.name, self.documentation, labels=[])
         bounds = [*map(floatToGoString, self.tally.bounds), "+Inf"]
         family.add_metric([], list(zip(bounds, itertools.accumulate(buckets), strict=True)), sum_value=total)
