@@ -16,24 +16,23 @@ from collections.abc import Callable, Iterable
 
 class LatencyTally:
     """One histogram: `buckets[i]` counts observations of at most `bounds[i]` seconds (and above the
-    previous bound); the last bucket is +Inf. Not cumulative: the scrape accumulates."""
+    previous bound); the last bucket is +Inf. Not cumulative: the scrape accumulates, and the count is
+    their sum."""
 
-    __slots__ = ("bounds", "buckets", "count", "sum")
+    __slots__ = ("bounds", "buckets", "sum")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self.bounds = bounds
-        self.count = 0
         self.sum = 0.0
         self.buckets: list[int] = [0] * (len(bounds) + 1)
 
     def observe(self, seconds: float) -> None:
-        self.count += 1
         self.sum += seconds
         self.buckets[bisect_left(self.bounds, seconds)] += 1
 
-    def read(self) -> tuple[int, float, list[int]]:
-        """(count, sum, buckets) copied, for a scrape on another thread."""
-        return self.count, self.sum, list(self.buckets)
+    def read(self) -> tuple[float, list[int]]:
+        """(sum, buckets) copied, for a scrape on another thread."""
+        return self.sum, list(self.buckets)
 
 
 class RequestTallies:
@@ -66,5 +65,5 @@ class RequestTallies:
             if code:
                 self.on_error(api, code)
 
-    def read(self) -> dict[tuple[str, int], tuple[int, float, list[int]]]:
+    def read(self) -> dict[tuple[str, int], tuple[float, list[int]]]:
         return {key: tally.read() for key, tally in list(self.tallies.items())}

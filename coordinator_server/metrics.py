@@ -89,19 +89,17 @@ class RequestTally(Collector):
     def collect(self) -> list[Metric]:
         return list(self._families(self._tallies.read()))
 
-    def _families(self, tallies: dict[tuple[str, int], tuple[int, float, list[int]]]) -> Iterator[Metric]:
+    def _families(self, tallies: dict[tuple[str, int], tuple[float, list[int]]]) -> Iterator[Metric]:
         requests = CounterMetricFamily("coordinator_requests",
                                        "Requests answered (or dropped with acks=0), by API and version",
                                        labels=["api", "version"])
         latency = HistogramMetricFamily("coordinator_request_latency_seconds",
                                         "Time from a request's frame being read to its response being encoded",
                                         labels=["api", "version"])
-        bounds = [*map(floatToGoString, self._tallies.bounds), "+Inf"]
-        for (api, version), (count, total, buckets) in sorted(tallies.items()):
+        for (api, version), (total, buckets) in sorted(tallies.items()):
             labels = [api, str(version)]
-            requests.add_metric(labels, count)
-            latency.add_metric(labels, list(zip(bounds, itertools.accumulate(buckets), strict=True)),
-                               sum_value=total)
+            requests.add_metric(labels, sum(buckets))
+            latency.add_metric(labels, _le_buckets(self._tallies.bounds, buckets), sum_value=total)
         yield requests
         yield latency
 
@@ -119,11 +117,15 @@ class LoopHistogram(Collector):
         return [HistogramMetricFamily(self.name, self.documentation, labels=[])]
 
     def collect(self) -> list[Metric]:
-        _count, total, buckets = self.tally.read()  # the +Inf bucket is the count
+        total, buckets = self.tally.read()
         family = HistogramMetricFamily(self.name, self.documentation, labels=[])
-        bounds = [*map(floatToGoString, self.tally.bounds), "+Inf"]
-        family.add_metric([], list(zip(bounds, itertools.accumulate(buckets), strict=True)), sum_value=total)
+        family.add_metric([], _le_buckets(self.tally.bounds, buckets), sum_value=total)
         return [family]
+
+
+def _le_buckets(bounds: tuple[float, ...], buckets: list[int]) -> list[tuple[str, int]]:
+    """A LatencyTally's per-bucket counts as Prometheus' cumulative `le` samples (+Inf last: the count)."""
+    return list(zip([*map(floatToGoString, bounds), "+Inf"], itertools.accumulate(buckets), strict=True))
 
 
 class LoopCounter(Collector):
