@@ -162,9 +162,7 @@ class Cluster:
         """Until every partition of `topic` has all its replicas in sync again."""
         deadline = time.monotonic() + timeout_s
         while True:
-            parts = [p for t in self.ask(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
-                                                            allow_auto_topic_creation=False), MetadataResponse).topics
-                     for p in t.partitions]
+            parts = [p for t in self.metadata(topic).topics for p in t.partitions]
             if parts and all(len(p.isr_nodes) == len(p.replica_nodes) for p in parts):
                 return
             if time.monotonic() > deadline:
@@ -174,8 +172,7 @@ class Cluster:
     def topic_state(self, topic: str) -> list[tuple[int, int, int, list[int], list[int]]]:
         """(partition, leader, leader epoch, replicas, ISR) of each of `topic`'s partitions, as a running
         node's Metadata has them: what a failure message shows about a topic's replicas."""
-        resp = self.ask(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
-                                           allow_auto_topic_creation=False), MetadataResponse)
+        resp = self.metadata(topic)
         return sorted((p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes))
                       for t in resp.topics for p in t.partitions)
 
@@ -184,8 +181,8 @@ class Cluster:
         return "\n".join(f"--- node {n.node_id} ({'running' if n.running else 'down'})\n"
                          + "\n".join(n.stderr_lines()[-lines:]) for n in self.nodes.values())
 
-    def metadata(self) -> Any:
-        return self.ask(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")],
+    def metadata(self, topic: str = "__consumer_offsets") -> Any:
+        return self.ask(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
                                            allow_auto_topic_creation=False), MetadataResponse)
 
     # -- offsets, straight to a coordinator ------------------------------------------------------------
