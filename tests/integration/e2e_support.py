@@ -109,6 +109,7 @@ def _offsets_json(offsets: dict[Any, Any]) -> dict[str, int]:
 def kafka_python_consumer(a: argparse.Namespace) -> None:
     from kafka import KafkaConsumer, TopicPartition
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
+    from kafka.errors import KafkaError
     from kafka.structs import OffsetAndMetadata
 
     consumer = KafkaConsumer(
@@ -144,6 +145,7 @@ def kafka_python_consumer(a: argparse.Namespace) -> None:
     commands = _stdin_commands()
     emit("started")
     paused = False
+    failing_since: float | None = None
     while True:
         try:
             cmd = commands.get_nowait()
@@ -162,7 +164,21 @@ def kafka_python_consumer(a: argparse.Namespace) -> None:
         if paused:
             time.sleep(0.02)
             continue
-        for tp, records in consumer.poll(timeout_ms=100).items():
+        # kafka-python 3.0.12 raises a retriable connection error out of poll() when a metadata refresh it
+        # waits on fails while the server is down (seen on CI in the server-restart step: its coordinator
+        # lookup awaited the refresh, which met ECONNREFUSED). An application keeps polling through an
+        # outage; so does this worker, for up to a minute, and says so on its event stream.
+        try:
+            batches = consumer.poll(timeout_ms=100)
+            failing_since = None
+        except KafkaError as e:
+            emit("poll_error", error=repr(e), retriable=bool(getattr(e, "retriable", False)))
+            failing_since = failing_since or time.monotonic()
+            if not getattr(e, "retriable", False) or time.monotonic() - failing_since > 60:
+                raise
+            time.sleep(0.1)
+            continue
+        for tp, records in batches.items():
             emit("recs", p=tp.partition, o=[r.offset for r in records], k=[r.key.decode() for r in records])
 
 
@@ -389,8 +405,14 @@ class Worker:
             return [e for e in self._events if ev is None or e["ev"] == ev]
 
     def stderr_tail(self, n: int = 25) -> str:
+        """The last `n` lines, or from its last traceback on if the process died of one."""
         with self._lock:
-            return "\n".join(self._stderr[-n:])
+            lines = self._stderr[-n:]
+            if self.proc.poll() not in (None, 0) and not self.killed:
+                starts = [i for i, line in enumerate(self._stderr) if line.startswith("Traceback")]
+                if starts:
+                    lines = self._stderr[starts[-1]:][-200:]
+            return "\n".join(lines)
 
     def send(self, command: str) -> None:
         assert self.proc.stdin is not None
