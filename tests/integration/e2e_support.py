@@ -429,10 +429,15 @@ class Worker:
         self.proc.wait(10)
 
     def wait_exit(self, timeout_s: float) -> int:
+        """The exit code, once the process has exited and its last lines are read: an exit can be seen
+        before the reader threads reach the end of its pipes (on CI the producer's final "done" was missed)."""
         try:
-            return self.proc.wait(timeout_s)
+            rc = self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{self.name} did not exit within {timeout_s}s:\n{self.stderr_tail()}") from None
+        for t in self._threads:
+            t.join(10)
+        return rc
 
     def stop(self) -> None:
         if self.alive:
