@@ -20,6 +20,7 @@ COMPILED_MODULES = [
     "coordinator_server/security/authorizer.py",
     "coordinator_server/runtime.py",
     "coordinator_server/group/coordinator.py",
+    "coordinator_server/group/partitioner.py",
     "coordinator_server/group/rebalance.py",
     "coordinator_server/group/group.py",
     "coordinator_server/group/member.py",

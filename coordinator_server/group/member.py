@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Set
 
+from coordinator_server.purgatory import DelayedOperation
+
 from .api import JoinCallback, SyncCallback
 
 
@@ -14,6 +16,7 @@ class MemberMetadata:
         "client_host",
         "client_id",
         "group_instance_id",
+        "heartbeat_op",
         "heartbeat_satisfied",
         "is_new",
         "join_api_version",
@@ -51,6 +54,10 @@ class MemberMetadata:
         # Added in the current join phase and not yet answered: governed by the new-member join timeout.
         self.is_new = False
         self.heartbeat_satisfied = False
+        # The session deadline (a DelayedHeartbeat, which imports this module) parked for it last
+        # (rebalance.py): a heartbeat finds it here, not by its key among every member's; it is still
+        # checked to be the one live operation watched under that key.
+        self.heartbeat_op: DelayedOperation | None = None
 
     @property
     def is_static(self) -> bool:

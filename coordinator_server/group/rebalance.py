@@ -10,7 +10,7 @@ generation may fire in another.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, cast
 
 import structlog
 from mypy_extensions import mypyc_attr
@@ -285,23 +285,27 @@ class RebalanceMechanics:
         self._complete_and_schedule_next_expiration(group, member, member.session_timeout_ms)
 
     def _complete_and_schedule_next_expiration(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
-        key = delayed.member_key(group.group_id, member.member_id)
         # The hot path of every heartbeat. Kafka completes the member's DelayedHeartbeat (its on_complete
         # does nothing) and parks a new one that is then unsatisfied until the next heartbeat; when that
-        # is all that would happen, moving the existing operation to the new deadline is the same.
-        current = self.heartbeat_purgatory.sole_watcher(key)
-        if (current is not None and not current.is_pending and current.group is group
-                and current.member_id == member.member_id and current.scheduled):
+        # is all that would happen, moving the existing operation to the new deadline is the same. The
+        # operation is the member's own (not found by its key: with a million members that lookup and
+        # the memory it touches were a tenth of a heartbeat) and must still be the only one watched
+        # under the member's key, for the same member id, in this group.
+        current = cast("delayed.DelayedHeartbeat | None", member.heartbeat_op)
+        if (current is not None and current.group is group and current.member_id == member.member_id
+                and not current.is_pending and current.scheduled
+                and self.heartbeat_purgatory.is_sole_watcher(current)):
             member.heartbeat_satisfied = False
             if not member.has_satisfied_heartbeat():
                 self.heartbeat_purgatory.reschedule(current, timeout_ms, self.now_ms)
                 return
+        key = delayed.member_key(group.group_id, member.member_id)
         member.heartbeat_satisfied = True
         self.heartbeat_purgatory.check_and_complete(key)
         member.heartbeat_satisfied = False
-        self.heartbeat_purgatory.try_complete_else_watch(
-            delayed.DelayedHeartbeat(self, group, member.member_id, False, timeout_ms), (key,), self.now_ms
-        )
+        operation = delayed.DelayedHeartbeat(self, group, member.member_id, False, timeout_ms)
+        member.heartbeat_op = None if self.heartbeat_purgatory.try_complete_else_watch(
+            operation, (key,), self.now_ms) else operation
 
     def _remove_heartbeat_for_leaving_member(self, group: GroupMetadata, member_id: str) -> None:
         self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member_id))

@@ -24,7 +24,7 @@ CompletionListener = Callable[["DelayedOperation"], None]
 class DelayedOperation(TimerTask):
     """Kafka's DelayedOperation: tryComplete / forceComplete / onComplete / onExpiration, completed exactly once."""
 
-    __slots__ = ("_completed", "_listener", "_watch_keys")
+    __slots__ = ("_completed", "_listener", "_watch_keys", "_watch_list")
 
     def __init__(self, delay_ms: int) -> None:
         super().__init__(delay_ms)
@@ -32,6 +32,9 @@ class DelayedOperation(TimerTask):
         # Set by the purgatory that parks this operation; one shared callable per purgatory, not per op.
         self._listener: CompletionListener | None = None
         self._watch_keys: tuple[Hashable, ...] = ()
+        # The watch list it sits in when watched under one key: lets the purgatory answer "is it alone
+        # there?" without hashing the key into a table of millions (a heartbeat asks on every call).
+        self._watch_list: dict[int, DelayedOperation] | None = None
 
     @abstractmethod
     def try_complete(self) -> bool:

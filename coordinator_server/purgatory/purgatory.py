@@ -71,6 +71,8 @@ class DelayedOperationPurgatory(Generic[T]):
             if ops is None:
                 ops = self._watchers[key] = {}
             ops[id(operation)] = operation
+            if len(keys) == 1:
+                operation._watch_list = ops  # type: ignore[assignment]
         self._watched += len(keys)
         # Second try, as Kafka: an operation whose condition only holds once watched completes here, and
         # its completion unwatches it again through the listener.
@@ -91,13 +93,11 @@ class DelayedOperationPurgatory(Generic[T]):
                 completed += 1
         return completed
 
-    def sole_watcher(self, key: Hashable) -> T | None:
-        """The one live operation watched under key, if there is exactly one."""
-        ops = self._watchers.get(key)
-        if ops is not None and len(ops) == 1:
-            for operation in ops.values():
-                return operation
-        return None
+    def is_sole_watcher(self, operation: T) -> bool:
+        """Whether operation waits here under one key and is the only live operation watched under it,
+        found without looking the key up."""
+        ops = operation._watch_list
+        return ops is not None and len(ops) == 1 and operation._listener is self._listener
 
     def reschedule(self, operation: T, delay_ms: int, now_ms: int) -> None:
         """Move a watched, not yet completed operation to a new deadline, keeping its watch keys.
@@ -116,7 +116,11 @@ class DelayedOperationPurgatory(Generic[T]):
         if ops is None:
             return []
         self._watched -= len(ops)
-        return list(ops.values())
+        cancelled = list(ops.values())
+        for operation in cancelled:
+            if operation._watch_list is ops:
+                operation._watch_list = None
+        return cancelled
 
     def watched(self) -> int:
         """Total watch-list entries (an operation watched under n keys counts n times)."""
@@ -141,3 +145,4 @@ class DelayedOperationPurgatory(Generic[T]):
                 if not ops:
                     del watchers[key]
         operation._watch_keys = ()
+        operation._watch_list = None

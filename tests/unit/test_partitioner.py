@@ -1,3 +1,6 @@
+from hypothesis import given
+from hypothesis import strategies as st
+
 from coordinator_server.group.partitioner import java_string_hash, kafka_abs, partition_for
 
 
@@ -21,3 +24,12 @@ def test_partition_for_uses_kafka_abs_of_hash_modulo_partitions() -> None:
     assert partition_for("polygenelubricants", 50) == 0
     assert partition_for("hello", 50) == 99162322 % 50
     assert partition_for("my-group", 50) == 1906497762 % 50
+
+
+@given(st.text())
+def test_java_string_hash_is_the_hash_of_the_utf16_code_units(text: str) -> None:
+    h = 0
+    data = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    assert java_string_hash(text) == (h - (1 << 32) if h & 0x80000000 else h)

@@ -303,14 +303,14 @@ def test_reschedule_moves_the_deadline_and_keeps_the_watch(timer: Timer,
     events: list[str] = []
     op = FakeOperation("hb", 100, events)
     purgatory.try_complete_else_watch(op, ["member"], now_ms=10_000)
-    assert purgatory.sole_watcher("member") is op
+    assert purgatory.is_sole_watcher(op)
     timer.advance_clock(10_090)
     purgatory.reschedule(op, 100, now_ms=10_090)  # a heartbeat at 10,090: the deadline becomes 10,190
     timer.advance_clock(10_150)
     assert events == [] and purgatory.delayed() == 1 and timer.size() == 1
     timer.advance_clock(10_190)
     assert events == ["hb:complete", "hb:expired"]
-    assert purgatory.sole_watcher("member") is None and purgatory.delayed() == 0 and purgatory.watched() == 0
+    assert not purgatory.is_sole_watcher(op) and purgatory.delayed() == 0 and purgatory.watched() == 0
 
 
 def test_reschedule_refuses_an_operation_it_does_not_hold(timer: Timer,
@@ -327,8 +327,23 @@ def test_reschedule_refuses_an_operation_it_does_not_hold(timer: Timer,
         purgatory.reschedule(parked, 100, now_ms=10_000)
 
 
-def test_sole_watcher_is_none_with_two_operations_on_a_key(purgatory: DelayedOperationPurgatory[FakeOperation]) -> None:
+def test_is_sole_watcher_only_while_alone_under_its_one_key(timer: Timer,
+                                                          purgatory: DelayedOperationPurgatory[FakeOperation]) -> None:
     events: list[str] = []
-    purgatory.try_complete_else_watch(FakeOperation("a", 100, events), ["k"], now_ms=10_000)
-    purgatory.try_complete_else_watch(FakeOperation("b", 100, events), ["k"], now_ms=10_000)
-    assert purgatory.sole_watcher("k") is None
+    a, b = FakeOperation("a", 100, events), FakeOperation("b", 100, events)
+    purgatory.try_complete_else_watch(a, ["k"], now_ms=10_000)
+    assert purgatory.is_sole_watcher(a)
+    purgatory.try_complete_else_watch(b, ["k"], now_ms=10_000)
+    assert not purgatory.is_sole_watcher(a) and not purgatory.is_sole_watcher(b)
+    b.force_complete()
+    assert purgatory.is_sole_watcher(a)
+    # Watched under two keys, it is nobody's sole watcher; nor is one whose key was cancelled, or one
+    # waiting in another purgatory.
+    two = FakeOperation("two", 100, events)
+    purgatory.try_complete_else_watch(two, ["x", "y"], now_ms=10_000)
+    assert not purgatory.is_sole_watcher(two)
+    assert purgatory.cancel_for_key("k") == [a] and not purgatory.is_sole_watcher(a)
+    other = DelayedOperationPurgatory[FakeOperation]("Other", timer)
+    elsewhere = FakeOperation("elsewhere", 100, events)
+    other.try_complete_else_watch(elsewhere, ["k"], now_ms=10_000)
+    assert other.is_sole_watcher(elsewhere) and not purgatory.is_sole_watcher(elsewhere)
