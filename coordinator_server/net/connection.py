@@ -47,7 +47,7 @@ import contextvars
 import socket
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Final
 
 import structlog
 from kafka.protocol.api_message import ApiMessage
@@ -85,14 +85,20 @@ from .request_checks import null_in_non_nullable
 
 log = structlog.get_logger("coordinator_server.net")
 
-_HEARTBEAT_KEY_BYTES = HEARTBEAT_API_KEY.to_bytes(2, "big")
-_OFFSET_COMMIT_KEY_BYTES = OFFSET_COMMIT_API_KEY.to_bytes(2, "big")
-_OFFSET_FETCH_KEY_BYTES = OFFSET_FETCH_API_KEY.to_bytes(2, "big")
-_REBALANCE_KEYS_BYTES = (JOIN_GROUP_API_KEY.to_bytes(2, "big"), SYNC_GROUP_API_KEY.to_bytes(2, "big"))
+# Final: compiled, each of these is a C static rather than a lookup in this module's dictionary (and, for
+# the metrics and the clock, an attribute of another module) on every request.
+_HEARTBEAT_KEY_BYTES: Final = HEARTBEAT_API_KEY.to_bytes(2, "big")
+_OFFSET_COMMIT_KEY_BYTES: Final = OFFSET_COMMIT_API_KEY.to_bytes(2, "big")
+_OFFSET_FETCH_KEY_BYTES: Final = OFFSET_FETCH_API_KEY.to_bytes(2, "big")
+_REBALANCE_KEYS_BYTES: Final = (JOIN_GROUP_API_KEY.to_bytes(2, "big"), SYNC_GROUP_API_KEY.to_bytes(2, "big"))
+_BYTES_IN: Final = metrics.BYTES_IN.count
+_BYTES_OUT: Final = metrics.BYTES_OUT.count
+_observe_request_error: Final = metrics.observe_request_error
+_perf_counter: Final = time.perf_counter
 
 # Bytes read ahead of the request being served before reading stops (asyncio streams' default limit,
 # which the connection read through before, paused its transport at twice this).
-READ_AHEAD_BYTES = 128 * 1024
+READ_AHEAD_BYTES: Final = 128 * 1024
 
 
 class _CloseConnection(Exception):
@@ -294,7 +300,7 @@ class Connection(asyncio.Protocol):
         return buf[4:end]
 
     def _serve(self, payload: bytes) -> None:
-        metrics.BYTES_IN.value += 4 + len(payload)
+        _BYTES_IN.value += 4 + len(payload)
         sasl = self._sasl
         if sasl is not None and sasl.state is not SaslState.COMPLETE:
             if sasl.raw_tokens and sasl.state is SaslState.AUTHENTICATE:
@@ -411,7 +417,7 @@ class Connection(asyncio.Protocol):
     def _write(self, response: bytes) -> None:
         assert self._transport is not None
         self._transport.write(response)
-        metrics.BYTES_OUT.value += len(response)
+        _BYTES_OUT.value += len(response)
 
     def _flow_control(self) -> None:
         """Read on while a frame is being received; stop once enough is buffered behind a request in
@@ -520,7 +526,7 @@ class Connection(asyncio.Protocol):
         hb = parse_heartbeat(payload)
         if hb is None:
             return None
-        started = time.perf_counter()
+        started = _perf_counter()
         self._note_client_id(hb.client_id)
         version = hb.input.api_version
         try:
@@ -528,7 +534,7 @@ class Connection(asyncio.Protocol):
         except Exception:
             log.exception("handler_failed", api="Heartbeat", api_version=version, correlation_id=hb.correlation_id)
             raise _CloseConnection from None
-        metrics.observe_request_error("Heartbeat", version, time.perf_counter() - started, error)
+        _observe_request_error("Heartbeat", version, _perf_counter() - started, error)
         return heartbeat_response_frame(version, hb.correlation_id, error)
 
     async def _raw_sasl_token(self, payload: bytes) -> bytes:

@@ -160,11 +160,12 @@ def test_dead_group_answers_coordinator_not_available() -> None:
 
 def test_core_inputs_are_plain_values() -> None:
     # The core is driven by values, not wire objects: every input type is immutable (a frozen dataclass,
-    # or for the hot HeartbeatInput a NamedTuple).
+    # or for the hot HeartbeatInput a class whose attributes are Final), and compares by value.
     assert JoinGroupInput.__dataclass_params__.frozen  # type: ignore[attr-defined]
-    assert issubclass(HeartbeatInput, tuple)
     with pytest.raises(AttributeError):
         HeartbeatInput("g", 1, "m", None, 4).generation_id = 2  # type: ignore[misc]
+    assert HeartbeatInput("g", 1, "m", None, 4) == HeartbeatInput("g", 1, "m", None, 4)
+    assert HeartbeatInput("g", 1, "m", None, 4) != HeartbeatInput("g", 2, "m", None, 4)
 
 
 # -- leadership moves (seed 004; issue 12): epochs decide loads and unloads, as Kafka's coordinator runtime

@@ -320,7 +320,7 @@ def test_request_latencies_land_in_prometheus_le_buckets_and_bytes_are_counted()
     metrics.observe_request_error("Heartbeat", 4, 0.0005, 0)  # on a bound: that bucket (le means <=)
     metrics.observe_request_error("Heartbeat", 4, 0.0007, Errors.REBALANCE_IN_PROGRESS.value)
     metrics.observe_request_error("Heartbeat", 4, 700.0, 0)  # beyond the last bound: only +Inf
-    metrics.BYTES_IN.value += 42
+    metrics.BYTES_IN.count.value += 42
     assert readings.delta() == [3, 3, 1, 2, 3, 1, 42]
     assert sample("coordinator_request_latency_seconds_sum", **labels) >= 700.0012
 
