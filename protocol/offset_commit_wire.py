@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Final
 
 from .framing import read_plain_request
 from .wire_primitives import (
@@ -38,29 +38,99 @@ _PARTITION = struct.Struct(">iq")  # partition index, committed offset
 _PARTITION_RESULT = struct.Struct(">ih")  # partition index, error code
 
 
-class CommitPartitionWire(NamedTuple):
-    partition_index: int
-    committed_offset: int
-    committed_leader_epoch: int
-    committed_metadata: str | None
-    commit_timestamp: int = -1  # v1 only, which this parser does not take
+class CommitPartitionWire:
+    __slots__ = (
+        "commit_timestamp", "committed_leader_epoch", "committed_metadata", "committed_offset",
+        "partition_index"
+    )
+
+    def __init__(
+        self, partition_index: int, committed_offset: int, committed_leader_epoch: int,
+        committed_metadata: str | None, commit_timestamp: int = -1,
+    ) -> None:
+        self.partition_index: Final = partition_index
+        self.committed_offset: Final = committed_offset
+        self.committed_leader_epoch: Final = committed_leader_epoch
+        self.committed_metadata: Final = committed_metadata
+        self.commit_timestamp: Final = commit_timestamp  # v1 only, which this parser does not take
+
+    def _fields(self) -> tuple[int, int, int, str | None, int]:
+        return (
+            self.partition_index, self.committed_offset, self.committed_leader_epoch,
+            self.committed_metadata, self.commit_timestamp
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CommitPartitionWire) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"CommitPartitionWire{self._fields()!r}"
 
 
-class CommitTopicWire(NamedTuple):
-    name: str
-    partitions: tuple[CommitPartitionWire, ...]
+class CommitTopicWire:
+    __slots__ = ("name", "partitions")
+
+    def __init__(self, name: str, partitions: tuple[CommitPartitionWire, ...]) -> None:
+        self.name: Final = name
+        self.partitions: Final = partitions
+
+    def _fields(self) -> tuple[str, tuple[CommitPartitionWire, ...]]:
+        return self.name, self.partitions
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CommitTopicWire) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"CommitTopicWire{self._fields()!r}"
 
 
-class OffsetCommitWire(NamedTuple):
-    correlation_id: int
-    client_id: str | None
-    api_version: int
-    group_id: str
-    generation_id_or_member_epoch: int
-    member_id: str
-    group_instance_id: str | None
-    retention_time_ms: int
-    topics: tuple[CommitTopicWire, ...]
+class OffsetCommitWire:
+    """Compiled with the parser: a plain class with Final attributes builds in tens of nanoseconds, a
+    NamedTuple runs an interpreted `__new__`."""
+
+    __slots__ = (
+        "api_version", "client_id", "correlation_id", "generation_id_or_member_epoch", "group_id",
+        "group_instance_id", "member_id", "retention_time_ms", "topics"
+    )
+
+    def __init__(
+        self, correlation_id: int, client_id: str | None, api_version: int,
+        group_id: str, generation_id_or_member_epoch: int, member_id: str, group_instance_id: str | None,
+        retention_time_ms: int, topics: tuple[CommitTopicWire, ...],
+    ) -> None:
+        self.correlation_id: Final = correlation_id
+        self.client_id: Final = client_id
+        self.api_version: Final = api_version
+        self.group_id: Final = group_id
+        self.generation_id_or_member_epoch: Final = generation_id_or_member_epoch
+        self.member_id: Final = member_id
+        self.group_instance_id: Final = group_instance_id
+        self.retention_time_ms: Final = retention_time_ms
+        self.topics: Final = topics
+
+    def _fields(
+        self,
+    ) -> tuple[int, str | None, int, str, int, str, str | None, int, tuple[CommitTopicWire, ...]]:
+        return (
+            self.correlation_id, self.client_id, self.api_version, self.group_id,
+            self.generation_id_or_member_epoch, self.member_id, self.group_instance_id,
+            self.retention_time_ms, self.topics
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OffsetCommitWire) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"OffsetCommitWire{self._fields()!r}"
 
 
 def parse_offset_commit(payload: bytes) -> OffsetCommitWire | None:

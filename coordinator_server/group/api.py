@@ -161,33 +161,103 @@ AppendRecords = Callable[[str, tuple[CoordinatorRecord, ...], Callable[[Errors],
 # -- committed offsets ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class CommitPartition:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int  # -1 = none
-    metadata: str | None
-    # OffsetCommit v1 alone carries a commit timestamp per partition; -1 (every later version) means "now".
-    commit_timestamp_ms: int = -1
+    """One partition's commit. Immutable (Final attributes) and compared by value like a frozen dataclass, but
+    a plain class: compiled, it builds in tens of nanoseconds where a frozen dataclass's generated
+    `__init__` takes ~0.5 µs (docs/decisions.md)."""
+
+    __slots__ = ("commit_timestamp_ms", "leader_epoch", "metadata", "offset", "partition", "topic")
+
+    def __init__(
+        self, topic: str, partition: int, offset: int,
+        leader_epoch: int, metadata: str | None, commit_timestamp_ms: int = -1,
+    ) -> None:
+        self.topic: Final = topic
+        self.partition: Final = partition
+        self.offset: Final = offset
+        self.leader_epoch: Final = leader_epoch  # -1 = none
+        self.metadata: Final = metadata
+        # OffsetCommit v1 alone carries one per partition; -1 (every later version) = now
+        self.commit_timestamp_ms: Final = commit_timestamp_ms
+
+    def _fields(self) -> tuple[str, int, int, int, str | None, int]:
+        return (
+            self.topic, self.partition, self.offset, self.leader_epoch, self.metadata,
+            self.commit_timestamp_ms
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CommitPartition) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"CommitPartition{self._fields()!r}"
 
 
-@dataclass(frozen=True, slots=True)
 class OffsetCommitInput:
-    group_id: str | None
-    generation_id: int  # generation, or -1 for simple consumers and admin tools
-    member_id: str
-    group_instance_id: str | None
-    retention_time_ms: int  # v2-4; -1 = the broker's retention
-    partitions: tuple[CommitPartition, ...]  # only partitions that exist: the API layer answers the rest
-    api_version: int
+    """An OffsetCommit as the core takes it. Immutable (Final attributes) and compared by value like a frozen
+    dataclass, but a plain class: compiled, it builds in tens of nanoseconds where a frozen dataclass's
+    generated `__init__` takes ~0.5 µs (docs/decisions.md)."""
+
+    __slots__ = (
+        "api_version", "generation_id", "group_id", "group_instance_id", "member_id", "partitions",
+        "retention_time_ms"
+    )
+
+    def __init__(
+        self, group_id: str | None, generation_id: int, member_id: str,
+        group_instance_id: str | None, retention_time_ms: int, partitions: tuple[CommitPartition, ...],
+        api_version: int,
+    ) -> None:
+        self.group_id: Final = group_id
+        self.generation_id: Final = generation_id  # generation, or -1 for simple consumers and admin tools
+        self.member_id: Final = member_id
+        self.group_instance_id: Final = group_instance_id
+        self.retention_time_ms: Final = retention_time_ms  # v2-4; -1 = the broker's retention
+        self.partitions: Final = partitions  # only partitions that exist: the API layer answers the rest
+        self.api_version: Final = api_version
+
+    def _fields(self) -> tuple[str | None, int, str, str | None, int, tuple[CommitPartition, ...], int]:
+        return (
+            self.group_id, self.generation_id, self.member_id, self.group_instance_id,
+            self.retention_time_ms, self.partitions, self.api_version
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OffsetCommitInput) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"OffsetCommitInput{self._fields()!r}"
 
 
-@dataclass(frozen=True, slots=True)
 class PartitionResult:
-    topic: str
-    partition: int
-    error: Errors
+    """One partition's answer to a commit. Immutable (Final attributes) and compared by value like a frozen
+    dataclass, but a plain class: compiled, it builds in tens of nanoseconds where a frozen dataclass's
+    generated `__init__` takes ~0.5 µs (docs/decisions.md)."""
+
+    __slots__ = ("error", "partition", "topic")
+
+    def __init__(self, topic: str, partition: int, error: Errors) -> None:
+        self.topic: Final = topic
+        self.partition: Final = partition
+        self.error: Final = error
+
+    def _fields(self) -> tuple[str, int, Errors]:
+        return self.topic, self.partition, self.error
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PartitionResult) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"PartitionResult{self._fields()!r}"
 
 
 @dataclass(slots=True)
