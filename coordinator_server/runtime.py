@@ -16,7 +16,7 @@ import contextvars
 import functools
 import time
 from collections.abc import Callable
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, Final, Generic, NamedTuple, Protocol, TypeVar, cast
 
 import structlog
 
@@ -758,7 +758,7 @@ class CoordinatorRuntime:
 
 
 # Queued fast-path calls of one group made per loop callback once its lock is handed over.
-_BATCH_PER_CALLBACK = 64
+_BATCH_PER_CALLBACK: Final = 64
 
 
 class _NowaitCall(NamedTuple):

@@ -14,7 +14,7 @@ import functools
 import io
 import struct
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_key import ApiKey
@@ -24,7 +24,7 @@ from kafka.protocol.metadata import ApiVersionsResponse
 from .apis import API_TABLE, ApiSpec, advertised_ranges
 from .errors import Errors
 
-_API_KEY_AND_VERSION = struct.Struct(">hh")
+_API_KEY_AND_VERSION: Final = struct.Struct(">hh")
 
 
 class FrameError(Exception):
@@ -95,7 +95,7 @@ def parse_request_header(payload: bytes | memoryview) -> ParsedHeader:
     )
 
 
-_HEADER_FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_HEADER_FIXED: Final = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 
 
 def read_plain_header(payload: bytes | memoryview, flexible: bool) -> tuple[int, str | None, int] | None:
@@ -171,8 +171,8 @@ def encode_response(response: ApiMessage | EncodedResponse, correlation_id: int)
     return bytes(response.encode(header=True, framed=True))
 
 
-_RESPONSE_HEADER_V0 = struct.Struct(">i")
-_RESPONSE_HEADER_V1 = struct.Struct(">ib")  # correlation id, no tagged fields
+_RESPONSE_HEADER_V0: Final = struct.Struct(">i")
+_RESPONSE_HEADER_V1: Final = struct.Struct(">ib")  # correlation id, no tagged fields
 
 
 def api_versions_body(version: int, error: Errors = Errors.NONE) -> ApiMessage:

@@ -19,7 +19,7 @@ against kafka-python's classes on generated input at every version.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from coordinator_server.group.api import JoinGroupResult, SyncGroupResult
 
@@ -35,15 +35,15 @@ from .wire_primitives import (
     encode_string,
 )
 
-_ZERO32 = b"\x00\x00\x00\x00"
-JOIN_GROUP_API_KEY = 11
-SYNC_GROUP_API_KEY = 14
-JOIN_MAX_VERSION = 9  # keep equal to API_TABLE's ranges (a test checks)
-SYNC_MAX_VERSION = 5
-JOIN_FIRST_FLEXIBLE = 6
-SYNC_FIRST_FLEXIBLE = 4
+_ZERO32: Final = b"\x00\x00\x00\x00"
+JOIN_GROUP_API_KEY: Final = 11
+SYNC_GROUP_API_KEY: Final = 14
+JOIN_MAX_VERSION: Final = 9  # keep equal to API_TABLE's ranges (a test checks)
+SYNC_MAX_VERSION: Final = 5
+JOIN_FIRST_FLEXIBLE: Final = 6
+SYNC_FIRST_FLEXIBLE: Final = 4
 
-_TIMEOUTS = struct.Struct(">ii")  # session timeout, rebalance timeout (v1+)
+_TIMEOUTS: Final = struct.Struct(">ii")  # session timeout, rebalance timeout (v1+)
 
 
 # -- requests ---------------------------------------------------------------------------------------

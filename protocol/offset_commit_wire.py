@@ -29,13 +29,13 @@ from .wire_primitives import (
     string,
 )
 
-OFFSET_COMMIT_API_KEY = 8
-MIN_VERSION = 2
-MAX_VERSION = 9  # keep equal to API_TABLE's OffsetCommit range (a test checks)
-FIRST_FLEXIBLE_VERSION = 8
+OFFSET_COMMIT_API_KEY: Final = 8
+MIN_VERSION: Final = 2
+MAX_VERSION: Final = 9  # keep equal to API_TABLE's OffsetCommit range (a test checks)
+FIRST_FLEXIBLE_VERSION: Final = 8
 
-_PARTITION = struct.Struct(">iq")  # partition index, committed offset
-_PARTITION_RESULT = struct.Struct(">ih")  # partition index, error code
+_PARTITION: Final = struct.Struct(">iq")  # partition index, committed offset
+_PARTITION_RESULT: Final = struct.Struct(">ih")  # partition index, error code
 
 
 class CommitPartitionWire:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from .framing import read_plain_request
 from .wire_primitives import (
@@ -29,12 +29,12 @@ from .wire_primitives import (
     uvarint,
 )
 
-OFFSET_FETCH_API_KEY = 9
-MIN_VERSION = 8
-MAX_VERSION = 9  # keep equal to API_TABLE's OffsetFetch maximum (a test checks)
+OFFSET_FETCH_API_KEY: Final = 9
+MIN_VERSION: Final = 8
+MAX_VERSION: Final = 9  # keep equal to API_TABLE's OffsetFetch maximum (a test checks)
 
-_PARTITION_RESULT = struct.Struct(">iqi")  # partition index, committed offset, committed leader epoch
-_INT16 = struct.Struct(">h")
+_PARTITION_RESULT: Final = struct.Struct(">iqi")  # partition index, committed offset, committed leader epoch
+_INT16: Final = struct.Struct(">h")
 
 
 class FetchGroupWire(NamedTuple):

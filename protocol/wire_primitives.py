@@ -5,10 +5,11 @@ parser's caller lets kafka-python's generic classes decide."""
 from __future__ import annotations
 
 import struct
+from typing import Final
 
-INT16 = struct.Struct(">h")
-INT32 = struct.Struct(">i")
-INT64 = struct.Struct(">q")
+INT16: Final = struct.Struct(">h")
+INT32: Final = struct.Struct(">i")
+INT64: Final = struct.Struct(">q")
 
 
 class Unusual(Exception):
@@ -16,8 +17,8 @@ class Unusual(Exception):
 
 
 # What a parser meeting bytes it does not take may raise; its caller answers None (the generic path).
-NOT_TAKEN = (Unusual, struct.error, IndexError, UnicodeDecodeError)
-_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+NOT_TAKEN: Final = (Unusual, struct.error, IndexError, UnicodeDecodeError)
+_ONE_BYTE: Final = [bytes((i,)) for i in range(0x80)]
 
 
 def string(payload: bytes, pos: int, compact: bool) -> tuple[str, int]:

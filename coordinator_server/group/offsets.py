@@ -14,7 +14,7 @@ nothing here imports the façade.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Final, Protocol
 
 from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from protocol.errors import Errors
@@ -42,7 +42,7 @@ from .settings import OFFSETS_RETENTION_MS
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 
 # Write errors as OffsetCommit reports them (Scala GroupCoordinator / new OffsetMetadataManager).
-_COMMIT_WRITE_ERRORS = {
+_COMMIT_WRITE_ERRORS: Final = {
     Errors.NETWORK_EXCEPTION: Errors.COORDINATOR_LOAD_IN_PROGRESS,
     Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
     Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,

@@ -5,9 +5,11 @@ than a cache of recent answers (an LRU hit relinks its entry, which touched memo
 groups on every heartbeat)."""
 from __future__ import annotations
 
+from typing import Final
+
 from mypy_extensions import i64
 
-_INT32_MIN = -(2**31)
+_INT32_MIN: Final = -(2**31)
 
 
 def java_string_hash(text: str) -> int:

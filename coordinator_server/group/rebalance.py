@@ -10,7 +10,7 @@ generation may fire in another.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, cast
+from typing import Final, Literal, cast
 
 import structlog
 from mypy_extensions import mypyc_attr
@@ -30,7 +30,7 @@ from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABL
 log = structlog.get_logger("coordinator_server.group")
 
 # Write errors of the group metadata append, as SyncGroup reports them (Scala GroupCoordinator).
-_SYNC_WRITE_ERRORS = {
+_SYNC_WRITE_ERRORS: Final = {
     Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
     Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
     Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 import structlog
 from kafka.protocol.api_key import ApiKey
@@ -53,7 +53,7 @@ log = structlog.get_logger("coordinator_server.net")
 R = TypeVar("R")
 
 # Not in protocol.errors yet: only Metadata by topic id (v10+) can produce it.
-UNKNOWN_TOPIC_ID = 100
+UNKNOWN_TOPIC_ID: Final = 100
 
 _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition

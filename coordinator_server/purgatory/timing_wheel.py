@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from abc import ABCMeta, abstractmethod
-from typing import cast
+from typing import Final, cast
 
 from mypy_extensions import mypyc_attr
 
@@ -46,7 +46,7 @@ class _Link:
 
 # Unlinked tasks point here instead of at themselves: a self-reference would be a cycle, and cycles are
 # only freed by the cyclic GC, which matters with millions of short-lived timer tasks.
-_UNLINKED = _Link()
+_UNLINKED: Final = _Link()
 _UNLINKED._next = _UNLINKED
 _UNLINKED._prev = _UNLINKED
 

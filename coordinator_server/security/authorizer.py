@@ -11,12 +11,13 @@ sees principals.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
 from .acls import CLUSTER_NAME, WILDCARD, Acl
 from .files import ReloadingFile
 
-ANONYMOUS = "User:ANONYMOUS"
-_IMPLIES_DESCRIBE = frozenset({"DESCRIBE", "READ", "WRITE", "DELETE", "ALTER", "ALL"})
+ANONYMOUS: Final = "User:ANONYMOUS"
+_IMPLIES_DESCRIBE: Final = frozenset({"DESCRIBE", "READ", "WRITE", "DELETE", "ALTER", "ALL"})
 
 
 def _matches_resource(acl: Acl, rtype: str, name: str) -> bool:
@@ -76,4 +77,4 @@ class Access:
         return self._ok(operation, "CLUSTER", CLUSTER_NAME)
 
 
-ALLOW_ALL = Access(None)
+ALLOW_ALL: Final = Access(None)

@@ -16,7 +16,7 @@ import struct
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, Final, NamedTuple
 
 from protocol.wire_primitives import uvarint
 
@@ -29,16 +29,16 @@ with warnings.catch_warnings():
     from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
     from kafka.record.util import calc_crc32c
 
-_HEADER = DefaultRecordBatch.HEADER_STRUCT
-HEADER_SIZE = _HEADER.size  # 61 bytes: BaseOffset .. RecordsCount
-LOG_OVERHEAD = 12  # BaseOffset int64 + Length int32: the bytes not counted by Length
-MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
-MAGIC_POS = 16  # BaseOffset(8) Length(4) PartitionLeaderEpoch(4)
-BASE_OFFSET = struct.Struct(">q")
-LEADER_EPOCH = struct.Struct(">i")
-LEADER_EPOCH_POS = 12
-_LENGTH = struct.Struct(">i")
-_NO_PRODUCER = -1
+_HEADER: Final = DefaultRecordBatch.HEADER_STRUCT
+HEADER_SIZE: Final = _HEADER.size  # 61 bytes: BaseOffset .. RecordsCount
+LOG_OVERHEAD: Final = 12  # BaseOffset int64 + Length int32: the bytes not counted by Length
+MIN_LENGTH: Final = HEADER_SIZE - LOG_OVERHEAD
+MAGIC_POS: Final = 16  # BaseOffset(8) Length(4) PartitionLeaderEpoch(4)
+BASE_OFFSET: Final = struct.Struct(">q")
+LEADER_EPOCH: Final = struct.Struct(">i")
+LEADER_EPOCH_POS: Final = 12
+_LENGTH: Final = struct.Struct(">i")
+_NO_PRODUCER: Final = -1
 
 
 class LogRecord(NamedTuple):
@@ -113,15 +113,15 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], base_offse
     return bytes(buf)
 
 
-_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # BaseOffset .. RecordsCount (61 bytes)
-_CRC_FROM = 21  # Attributes: the CRC32C covers the batch from here on
+_BATCH_HEADER: Final = struct.Struct(">qiibIhiqqqhii")  # BaseOffset .. RecordsCount (61 bytes)
+_CRC_FROM: Final = 21  # Attributes: the CRC32C covers the batch from here on
 
 
 def _zigzag_varint(value: int) -> bytes:
     return uvarint((value << 1) ^ (value >> 63))
 
 
-_NULL = _zigzag_varint(-1)
+_NULL: Final = _zigzag_varint(-1)
 
 
 def _build_contiguous(records: Sequence[tuple[bytes | None, bytes | None]], base_offset: int, timestamp_ms: int,

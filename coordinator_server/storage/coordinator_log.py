@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import structlog
 from mypy_extensions import mypyc_attr
@@ -58,10 +59,10 @@ from coordinator_server.storage.replay import LatestRecords
 
 log = structlog.get_logger(__name__)
 
-LOCK_FILE = ".lock"
-META_FILE = "meta.properties"
-META_PARTITIONS_KEY = "offsets.topic.num.partitions"
-_META_VERSION = "1"
+LOCK_FILE: Final = ".lock"
+META_FILE: Final = "meta.properties"
+META_PARTITIONS_KEY: Final = "offsets.topic.num.partitions"
+_META_VERSION: Final = "1"
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,10 @@ class CleanerConfig:
 
 
 # Kafka's message.max.bytes (the `__consumer_offsets` topic inherits the broker default).
-DEFAULT_MAX_BATCH_BYTES = 1_048_588
+DEFAULT_MAX_BATCH_BYTES: Final = 1_048_588
 # Per record in a v2 batch: length, attributes, offset and timestamp deltas, key/value lengths, headers
 # count, all varints; 21 bytes bounds them for any record that fits in a batch.
-_RECORD_OVERHEAD = 21
+_RECORD_OVERHEAD: Final = 21
 
 
 def batch_size_estimate(encoded: Sequence[tuple[bytes, bytes | None]]) -> int:

@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import structlog
 
@@ -61,16 +61,16 @@ from coordinator_server.storage.log import PartitionLog, SyncPlan
 log = structlog.get_logger(__name__)
 
 # Threads that fsync the partitions of one round at once (see the module docstring).
-DEFAULT_SYNC_THREADS = 16
+DEFAULT_SYNC_THREADS: Final = 16
 # From this many partitions of one round on one filesystem, one syncfs replaces their fsyncs. Measured on
 # ext4 (benchmarks/findings.md, session 9): syncfs already costs less from 2 files, but it also writes back
 # what other processes left dirty there, so a round of one to three partitions keeps its own fsyncs.
-SYNCFS_MIN_PARTITIONS = 4
+SYNCFS_MIN_PARTITIONS: Final = 4
 
 
 # The failure events of each kind of partition, spelled out so that a name in docs/operations.md can be
 # found in the code as it is logged.
-_EVENTS = {
+_EVENTS: Final = {
     "log": {"append": "log_append_failed", "truncate": "log_truncate_failed", "fsync": "log_fsync_failed"},
     "topic_partition": {"append": "topic_partition_append_failed", "truncate": "topic_partition_truncate_failed",
                         "fsync": "topic_partition_fsync_failed"},

@@ -19,10 +19,11 @@ import os
 import struct
 from array import array
 from pathlib import Path
+from typing import Final
 
-ENTRY = struct.Struct(">ii")
-DEFAULT_INDEX_INTERVAL_BYTES = 4096  # Kafka's index.interval.bytes
-_INT32_MAX = (1 << 31) - 1
+ENTRY: Final = struct.Struct(">ii")
+DEFAULT_INDEX_INTERVAL_BYTES: Final = 4096  # Kafka's index.interval.bytes
+_INT32_MAX: Final = (1 << 31) - 1
 
 
 def index_name(base_offset: int) -> str:

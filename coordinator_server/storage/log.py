@@ -33,6 +33,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import structlog
 from mypy_extensions import mypyc_attr
@@ -68,9 +69,9 @@ from coordinator_server.storage.segment import (
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_SEGMENT_BYTES = 104_857_600  # Kafka's offsets.topic.segment.bytes
-DEFAULT_SEGMENT_MS = 604_800_000  # Kafka's log.roll.ms (log.roll.hours = 168)
-_MAX_RELATIVE_OFFSET = (1 << 31) - 1
+DEFAULT_SEGMENT_BYTES: Final = 104_857_600  # Kafka's offsets.topic.segment.bytes
+DEFAULT_SEGMENT_MS: Final = 604_800_000  # Kafka's log.roll.ms (log.roll.hours = 168)
+_MAX_RELATIVE_OFFSET: Final = (1 << 31) - 1
 
 __all__ = [
     "DEFAULT_SEGMENT_BYTES", "DEFAULT_SEGMENT_MS", "HEADER_SIZE", "SYSTEM_IO", "BatchInfo", "DefaultRecordBatch",
@@ -99,7 +100,7 @@ class FileIO:
 
 
 # The system's own calls, syncfs(2) included where the kernel reports its errors.
-SYSTEM_IO = FileIO(syncfs=syncfs_call.SYSCALL)
+SYSTEM_IO: Final = FileIO(syncfs=syncfs_call.SYSCALL)
 
 
 @dataclass

@@ -21,15 +21,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from coordinator_server.storage.batch import BatchInfo
 from coordinator_server.storage.index import DEFAULT_INDEX_INTERVAL_BYTES, OffsetIndex, index_name
 
-SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
-RECOVERY_POINT_FILE = "recovery-point.checkpoint"
-CLEANER_OFFSET_FILE = "cleaner-offset.checkpoint"
-_CHECKPOINT_VERSION = "0"
+SEGMENT_NAME: Final = re.compile(r"^(\d{20})\.log$")
+RECOVERY_POINT_FILE: Final = "recovery-point.checkpoint"
+CLEANER_OFFSET_FILE: Final = "cleaner-offset.checkpoint"
+_CHECKPOINT_VERSION: Final = "0"
 
 
 def segment_name(base_offset: int) -> str:
