@@ -31,6 +31,7 @@ COMPILED_MODULES = [
     "protocol/wire_primitives.py",
     "protocol/framing.py",
     "protocol/group_wire.py",
+    "protocol/value_class.py",
     "protocol/offset_commit_wire.py",
     "protocol/offset_fetch_wire.py",
     "protocol/offset_messages.py",

@@ -21,6 +21,7 @@ from typing import Final
 from coordinator_server.group.api import HeartbeatInput
 
 from .framing import read_plain_request
+from .value_class import ValueClass
 from .wire_primitives import NOT_TAKEN, nullable_string, string
 
 # Final: compiled, a module constant is then a C static or an inlined literal, not a lookup in the
@@ -36,9 +37,8 @@ _RESPONSE_V1: Final = struct.Struct(">iiih")  # size, correlation id, throttle t
 _RESPONSE_V4: Final = struct.Struct(">iibihb")  # size, correlation id, header tags, throttle, error code, body tags
 
 
-class HeartbeatRequest:
-    """A plain class with `Final` attributes, built per heartbeat (see HeartbeatInput for why not a
-    NamedTuple or a frozen dataclass)."""
+class HeartbeatRequest(ValueClass):
+    """A ValueClass, built per heartbeat."""
 
     __slots__ = ("client_id", "correlation_id", "input")
 
@@ -47,16 +47,8 @@ class HeartbeatRequest:
         self.client_id: Final = client_id
         self.input: Final = input  # what the coordinator core takes (api_version included)
 
-    def __eq__(self, other: object) -> bool:
-        return (isinstance(other, HeartbeatRequest) and self.correlation_id == other.correlation_id
-                and self.client_id == other.client_id and self.input == other.input)
-
-    def __hash__(self) -> int:
-        return hash((self.correlation_id, self.client_id, self.input))
-
-    def __repr__(self) -> str:
-        return (f"HeartbeatRequest(correlation_id={self.correlation_id!r}, client_id={self.client_id!r}, "
-                f"input={self.input!r})")
+    def _fields(self) -> tuple[int, str | None, HeartbeatInput]:
+        return self.correlation_id, self.client_id, self.input
 
 
 def parse_heartbeat(payload: bytes) -> HeartbeatRequest | None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from .framing import read_plain_request
+from .value_class import ValueClass
 from .wire_primitives import (
     INT32,
     INT64,
@@ -38,7 +39,7 @@ _PARTITION: Final = struct.Struct(">iq")  # partition index, committed offset
 _PARTITION_RESULT: Final = struct.Struct(">ih")  # partition index, error code
 
 
-class CommitPartitionWire:
+class CommitPartitionWire(ValueClass):
     __slots__ = (
         "commit_timestamp", "committed_leader_epoch", "committed_metadata", "committed_offset",
         "partition_index"
@@ -60,17 +61,8 @@ class CommitPartitionWire:
             self.committed_metadata, self.commit_timestamp
         )
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, CommitPartitionWire) and self._fields() == other._fields()
 
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return f"CommitPartitionWire{self._fields()!r}"
-
-
-class CommitTopicWire:
+class CommitTopicWire(ValueClass):
     __slots__ = ("name", "partitions")
 
     def __init__(self, name: str, partitions: tuple[CommitPartitionWire, ...]) -> None:
@@ -80,19 +72,9 @@ class CommitTopicWire:
     def _fields(self) -> tuple[str, tuple[CommitPartitionWire, ...]]:
         return self.name, self.partitions
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, CommitTopicWire) and self._fields() == other._fields()
 
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return f"CommitTopicWire{self._fields()!r}"
-
-
-class OffsetCommitWire:
-    """Compiled with the parser: a plain class with Final attributes builds in tens of nanoseconds, a
-    NamedTuple runs an interpreted `__new__`."""
+class OffsetCommitWire(ValueClass):
+    """A ValueClass (protocol/value_class.py), as are its topics and partitions: built per commit."""
 
     __slots__ = (
         "api_version", "client_id", "correlation_id", "generation_id_or_member_epoch", "group_id",
@@ -122,15 +104,6 @@ class OffsetCommitWire:
             self.generation_id_or_member_epoch, self.member_id, self.group_instance_id,
             self.retention_time_ms, self.topics
         )
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, OffsetCommitWire) and self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return f"OffsetCommitWire{self._fields()!r}"
 
 
 def parse_offset_commit(payload: bytes) -> OffsetCommitWire | None:

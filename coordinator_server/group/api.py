@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from protocol.errors import Errors
+from protocol.value_class import ValueClass
 
 from .records import CoordinatorRecord
 
@@ -69,10 +70,9 @@ class SyncGroupResult:
     assignment: bytes = b""
 
 
-class HeartbeatInput:
-    """Immutable like the other inputs, but a plain class with `Final` attributes rather than a frozen
-    dataclass: one is built per heartbeat, the hottest request, and compiled (setup.py) it builds in ~35 ns,
-    where a frozen dataclass's generated `__init__` takes ~0.5 µs and a NamedTuple's `__new__` ~0.2 µs."""
+class HeartbeatInput(ValueClass):
+    """Immutable like the other inputs, but a ValueClass rather than a frozen dataclass: one is built per
+    heartbeat, the hottest request (protocol/value_class.py says why)."""
 
     __slots__ = ("api_version", "generation_id", "group_id", "group_instance_id", "member_id")
 
@@ -86,17 +86,6 @@ class HeartbeatInput:
 
     def _fields(self) -> tuple[str, int, str, str | None, int]:
         return self.group_id, self.generation_id, self.member_id, self.group_instance_id, self.api_version
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, HeartbeatInput) and self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return (f"HeartbeatInput(group_id={self.group_id!r}, generation_id={self.generation_id!r}, "
-                f"member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, "
-                f"api_version={self.api_version!r})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +150,8 @@ AppendRecords = Callable[[str, tuple[CoordinatorRecord, ...], Callable[[Errors],
 # -- committed offsets ---------------------------------------------------------------------------------
 
 
-class CommitPartition:
-    """One partition's commit. Immutable (Final attributes) and compared by value like a frozen dataclass, but
-    a plain class: compiled, it builds in tens of nanoseconds where a frozen dataclass's generated
-    `__init__` takes ~0.5 µs (docs/decisions.md)."""
+class CommitPartition(ValueClass):
+    """One partition's commit; a ValueClass, built per commit."""
 
     __slots__ = ("commit_timestamp_ms", "leader_epoch", "metadata", "offset", "partition", "topic")
 
@@ -186,20 +173,9 @@ class CommitPartition:
             self.commit_timestamp_ms
         )
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, CommitPartition) and self._fields() == other._fields()
 
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return f"CommitPartition{self._fields()!r}"
-
-
-class OffsetCommitInput:
-    """An OffsetCommit as the core takes it. Immutable (Final attributes) and compared by value like a frozen
-    dataclass, but a plain class: compiled, it builds in tens of nanoseconds where a frozen dataclass's
-    generated `__init__` takes ~0.5 µs (docs/decisions.md)."""
+class OffsetCommitInput(ValueClass):
+    """An OffsetCommit as the core takes it; a ValueClass, built per commit."""
 
     __slots__ = (
         "api_version", "generation_id", "group_id", "group_instance_id", "member_id", "partitions",
@@ -225,20 +201,9 @@ class OffsetCommitInput:
             self.retention_time_ms, self.partitions, self.api_version
         )
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, OffsetCommitInput) and self._fields() == other._fields()
 
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return f"OffsetCommitInput{self._fields()!r}"
-
-
-class PartitionResult:
-    """One partition's answer to a commit. Immutable (Final attributes) and compared by value like a frozen
-    dataclass, but a plain class: compiled, it builds in tens of nanoseconds where a frozen dataclass's
-    generated `__init__` takes ~0.5 µs (docs/decisions.md)."""
+class PartitionResult(ValueClass):
+    """One partition's answer to a commit; a ValueClass, built per commit."""
 
     __slots__ = ("error", "partition", "topic")
 
@@ -249,15 +214,6 @@ class PartitionResult:
 
     def _fields(self) -> tuple[str, int, Errors]:
         return self.topic, self.partition, self.error
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PartitionResult) and self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return f"PartitionResult{self._fields()!r}"
 
 
 @dataclass(slots=True)
