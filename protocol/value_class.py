@@ -3,8 +3,9 @@
 Frozen dataclasses would say the same in fewer lines, but compiled their generated `__init__` sets each
 field through `object.__setattr__` (~0.5 µs for five fields) and a NamedTuple runs an interpreted `__new__`
 (~0.2 µs); a compiled class with `Final` attributes builds in tens of nanoseconds and is as immutable
-(assigning one raises `AttributeError`). Subclasses name their fields once, in `_fields`; equality, hashing
-and the repr follow from it (docs/decisions.md, "Build and compiled hot path").
+(compiled, assigning one raises `AttributeError`; uncompiled, mypy's `Final` check is the guard). Subclasses
+name their fields once, in `_fields`; equality, hashing and the repr follow from it (docs/decisions.md,
+"Build and compiled hot path").
 """
 from __future__ import annotations
 
