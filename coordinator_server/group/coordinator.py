@@ -89,6 +89,7 @@ log = structlog.get_logger("coordinator_server.group")
 _HEARTBEAT_OK: Final = Errors.NONE
 _HEARTBEAT_REBALANCING: Final = Errors.REBALANCE_IN_PROGRESS
 
+
 def default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 

@@ -289,12 +289,12 @@ class RebalanceMechanics:
         # does nothing) and parks a new one that is then unsatisfied until the next heartbeat; when that
         # is all that would happen, moving the existing operation to the new deadline is the same. The
         # operation is the member's own (not found by its key: with a million members that lookup and
-        # the memory it touches were a tenth of a heartbeat) and must still be the only one watched
-        # under the member's key, for the same member id, in this group.
+        # the memory it touches were a tenth of a heartbeat; only a member's own, never a pending
+        # member's, is kept there) and must still be the only one watched under the member's key, for the
+        # same member id (a replaced static member's changes), in this group.
         current = cast("delayed.DelayedHeartbeat | None", member.heartbeat_op)
         if (current is not None and current.group is group and current.member_id == member.member_id
-                and not current.is_pending and current.scheduled
-                and self.heartbeat_purgatory.is_sole_watcher(current)):
+                and current.scheduled and self.heartbeat_purgatory.is_sole_watcher(current)):
             member.heartbeat_satisfied = False
             if not member.has_satisfied_heartbeat():
                 self.heartbeat_purgatory.reschedule(current, timeout_ms, self.now_ms)

@@ -71,8 +71,8 @@ class DelayedOperationPurgatory(Generic[T]):
             if ops is None:
                 ops = self._watchers[key] = {}
             ops[id(operation)] = operation
-            if len(keys) == 1:
-                operation._watch_list = ops  # type: ignore[assignment]
+        if len(keys) == 1:
+            operation._watch_list = ops  # type: ignore[assignment]
         self._watched += len(keys)
         # Second try, as Kafka: an operation whose condition only holds once watched completes here, and
         # its completion unwatches it again through the listener.
