@@ -44,6 +44,7 @@ COMPILED_MODULES = [
     "coordinator_server/storage/segment.py",
     "coordinator_server/storage/index.py",
     "coordinator_server/storage/group_commit.py",
+    "coordinator_server/storage/offset_commit_codec.py",
 ]
 
 

@@ -120,20 +120,28 @@ SyncCallback = Callable[[SyncGroupResult], None]
 AppendCallback = Callable[[Errors, int], None]  # (error of the write, now_ms when it finished)
 
 
-@dataclass(slots=True)
 class PendingAppend:
     """Records the core wants durable before it acts further.
 
     The shell writes `records` to `__consumer_offsets` partition `partition` (one batch), and once the
     write is durable per policy — or has failed — calls `complete(error, now_ms)`. Appends of one
-    partition must be written in the order the core emitted them.
+    partition must be written in the order the core emitted them. A plain class, not a dataclass: one is
+    built per commit, and a dataclass's generated `__init__` runs interpreted even when compiled.
     """
 
-    group_id: str
-    partition: int
-    records: tuple[CoordinatorRecord, ...]
-    on_complete: AppendCallback
-    completed: bool = False
+    __slots__ = ("completed", "group_id", "on_complete", "partition", "records")
+
+    def __init__(self, group_id: str, partition: int, records: tuple[CoordinatorRecord, ...],
+                 on_complete: AppendCallback) -> None:
+        self.group_id: Final = group_id
+        self.partition: Final = partition
+        self.records: Final = records
+        self.on_complete: Final = on_complete
+        self.completed = False
+
+    def __repr__(self) -> str:
+        return (f"PendingAppend(group_id={self.group_id!r}, partition={self.partition}, records={self.records!r}, "
+                f"completed={self.completed})")
 
     def complete(self, error: Errors, now_ms: int) -> None:
         if self.completed:
@@ -216,9 +224,16 @@ class PartitionResult(ValueClass):
         return self.topic, self.partition, self.error
 
 
-@dataclass(slots=True)
-class OffsetCommitResult:
-    partitions: list[PartitionResult]
+class OffsetCommitResult(ValueClass):
+    """The core's answer to an OffsetCommit; a ValueClass, built per commit."""
+
+    __slots__ = ("partitions",)
+
+    def __init__(self, partitions: list[PartitionResult]) -> None:
+        self.partitions: Final = partitions
+
+    def _fields(self) -> tuple[list[PartitionResult]]:
+        return (self.partitions,)
 
 
 @dataclass(frozen=True, slots=True)

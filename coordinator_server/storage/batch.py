@@ -18,6 +18,9 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO, Final, NamedTuple
 
+from crc32c import crc32c
+
+from protocol.value_class import ValueClass
 from protocol.wire_primitives import uvarint
 
 # Importing kafka loads kafka-python's JSON specs through importlib.resources calls deprecated since
@@ -27,7 +30,6 @@ with warnings.catch_warnings():
                             category=DeprecationWarning)
     from kafka.errors import CorruptRecordError
     from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-    from kafka.record.util import calc_crc32c
 
 _HEADER: Final = DefaultRecordBatch.HEADER_STRUCT
 HEADER_SIZE: Final = _HEADER.size  # 61 bytes: BaseOffset .. RecordsCount
@@ -48,26 +50,36 @@ class LogRecord(NamedTuple):
     value: bytes | None
 
 
-class BatchInfo(NamedTuple):
-    """What a v2 batch header says, plus where the batch sits; enough for idempotence and indexing."""
+class BatchInfo(ValueClass):
+    """What a v2 batch header says, plus where the batch sits; enough for idempotence and indexing. A
+    ValueClass: one is read per batch written, and a NamedTuple's interpreted `__new__` was most of that."""
 
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    position: int
-    size: int
-    leader_epoch: int = 0  # PartitionLeaderEpoch: the epoch of the leader that appended the batch
+    __slots__ = ("base_offset", "base_sequence", "last_offset", "leader_epoch", "max_timestamp", "position",
+                 "producer_epoch", "producer_id", "size")
 
-    @classmethod
-    def parse(cls, buf: bytes | bytearray | memoryview, position: int = 0, at: int = 0) -> BatchInfo:
+    def __init__(self, base_offset: int, last_offset: int, max_timestamp: int, producer_id: int,
+                 producer_epoch: int, base_sequence: int, position: int, size: int, leader_epoch: int = 0) -> None:
+        self.base_offset: Final = base_offset
+        self.last_offset: Final = last_offset
+        self.max_timestamp: Final = max_timestamp
+        self.producer_id: Final = producer_id
+        self.producer_epoch: Final = producer_epoch
+        self.base_sequence: Final = base_sequence
+        self.position: Final = position  # where the batch sits in its segment
+        self.size: Final = size
+        self.leader_epoch: Final = leader_epoch  # PartitionLeaderEpoch: the epoch of the leader that appended it
+
+    def _fields(self) -> tuple[int, int, int, int, int, int, int, int, int]:
+        return (self.base_offset, self.last_offset, self.max_timestamp, self.producer_id, self.producer_epoch,
+                self.base_sequence, self.position, self.size, self.leader_epoch)
+
+    @staticmethod
+    def parse(buf: bytes | bytearray | memoryview, position: int = 0, at: int = 0) -> BatchInfo:
         """The header at `buf[at:]`; `position` is where the batch sits in its segment."""
         (base, length, epoch, _magic, _crc, _attrs, last_delta, _first_ts, max_ts, pid, p_epoch, base_seq,
          _count) = _HEADER.unpack_from(buf, at)
-        return cls(base, base + last_delta, max_ts, pid, p_epoch, base_seq, position, LOG_OVERHEAD + length,
-                   epoch)
+        return BatchInfo(base, base + last_delta, max_ts, pid, p_epoch, base_seq, position, LOG_OVERHEAD + length,
+                         epoch)
 
     @property
     def last_sequence(self) -> int:
@@ -142,7 +154,7 @@ def _build_contiguous(records: Sequence[tuple[bytes | None, bytes | None]], base
     count = len(records)
     header = bytearray(_BATCH_HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body), leader_epoch, 2, 0, 0,
                                           count - 1, timestamp_ms, timestamp_ms, _NO_PRODUCER, -1, -1, count))
-    crc = calc_crc32c(bytes(header[_CRC_FROM:]) + body)
+    crc = crc32c(body, crc32c(header[_CRC_FROM:]))
     struct.pack_into(">I", header, 17, crc)
     return bytes(header) + body
 

@@ -25,9 +25,10 @@ the newest one it knows, ignores trailing bytes and reads a null (length -1) int
 The slow path checks all three, so a record either decodes exactly as Kafka would read it or raises
 `RecordDecodeError`.
 
-Offset commit keys and values are encoded by hand (`struct`), not with kafka-python's classes: they are
-written once per committed partition, on the OffsetCommit path, where kafka-python's generic encoder
-took ~11 µs a record against ~1.5 µs here (docs/decisions.md, "Offset commit records encoded by hand").
+Offset commit keys and values are encoded by hand (`struct`, compiled in `storage.offset_commit_codec`),
+not with kafka-python's classes: they are written once per committed partition, on the OffsetCommit path,
+where kafka-python's generic encoder took ~11 µs a record (docs/decisions.md, "Offset commit records
+encoded by hand").
 Group metadata keys and values are too: one is written per generation and lists every member, and
 kafka-python's encoder spent about 8% of the server's CPU of a 5,000-member rebalance on it.
 tests/unit/test_codec.py checks the bytes against kafka-python's classes on generated input, including
@@ -57,6 +58,7 @@ from coordinator_server.storage.consumer_codec import (
     encode_consumer_record,
 )
 from coordinator_server.storage.errors import RecordDecodeError
+from coordinator_server.storage.offset_commit_codec import encode_offset_commit
 from coordinator_server.storage.schema_decode import decode_exact, required
 from protocol import coordinator_records as schema
 from protocol.coordinator_records import GROUP_METADATA_KEY_VERSION
@@ -64,9 +66,6 @@ from protocol.coordinator_records import GROUP_METADATA_KEY_VERSION
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
-_OFFSET_KEY_VERSION = _INT16.pack(schema.OFFSET_COMMIT_KEY_WRITE_VERSION)
-_VALUE_V3_HEAD = struct.Struct(">hqi")  # version 3, offset, leader epoch
-_VALUE_V1_HEAD = struct.Struct(">hq")  # version 1, offset
 _TIMESTAMPS = struct.Struct(">qq")  # commit, expire (v1)
 _GROUP_KEY_VERSION = _INT16.pack(GROUP_METADATA_KEY_VERSION)
 _GROUP_VALUE_VERSION = _INT16.pack(schema.GROUP_METADATA_VALUE_WRITE_VERSION)
@@ -76,29 +75,18 @@ _TIMEOUTS = struct.Struct(">ii")  # a member's rebalance and session timeouts
 def encode_record(rec: CoordinatorRecord) -> tuple[bytes, bytes | None]:
     """Key and value bytes of one record; the value is None for a tombstone."""
     if isinstance(rec, OffsetCommitRecord):
-        # OffsetCommitKey v1: group string, topic string, partition int32.
-        key = b"".join((_OFFSET_KEY_VERSION, _string(rec.group_id, "group_id"), _string(rec.topic, "topic"),
-                        _INT32.pack(rec.partition)))
-        return key, None if rec.value is None else _encode_offset_value(rec.value)
+        # The compiled encoder trusts the types; a wrong one is refused here, by its field's name.
+        _str(rec.group_id, "group_id")
+        _str(rec.topic, "topic")
+        if rec.value is not None:
+            _str(rec.value.metadata, "metadata")
+        return encode_offset_commit(rec)
     if isinstance(rec, GroupMetadataRecord):
         key = _GROUP_KEY_VERSION + _string(rec.group_id, "group_id")  # GroupMetadataKey v2: group string
         return key, None if rec.value is None else _encode_group_value(rec.value)
     if isinstance(rec, CONSUMER_GROUP_RECORD_TYPES):
         return encode_consumer_record(rec)
     raise TypeError(f"not a coordinator record: {rec!r}")
-
-
-def _encode_offset_value(v: OffsetCommitValue) -> bytes:
-    # Kafka writes v1 only to keep an explicit expire timestamp (OffsetCommit v2-4 with a retention time);
-    # v1 has no leader epoch, so that is dropped, as Kafka does.
-    metadata = _string(v.metadata, "metadata")
-    if v.expire_timestamp_ms == -1:
-        # v3: offset int64, leaderEpoch int32, metadata string, commitTimestamp int64.
-        return b"".join((_VALUE_V3_HEAD.pack(schema.OFFSET_COMMIT_VALUE_WRITE_VERSION, v.offset, v.leader_epoch),
-                         metadata, _INT64.pack(v.commit_timestamp_ms)))
-    # v1: offset int64, metadata string, commitTimestamp int64, expireTimestamp int64.
-    return b"".join((_VALUE_V1_HEAD.pack(schema.OFFSET_COMMIT_VALUE_EXPIRE_VERSION, v.offset), metadata,
-                     _TIMESTAMPS.pack(v.commit_timestamp_ms, v.expire_timestamp_ms)))
 
 
 def _string(value: str, field: str) -> bytes:

@@ -41,7 +41,7 @@ from mypy_extensions import mypyc_attr
 
 from coordinator_server import metrics
 from coordinator_server.config import FsyncPolicy
-from coordinator_server.group.records import CoordinatorRecord
+from coordinator_server.group.records import CoordinatorRecord, OffsetCommitRecord
 from coordinator_server.storage import compaction
 from coordinator_server.storage.batch import HEADER_SIZE
 from coordinator_server.storage.codec import OtherRecord, decode, encode_record
@@ -55,6 +55,7 @@ from coordinator_server.storage.log import (
     PartitionLog,
     partition_dir,
 )
+from coordinator_server.storage.offset_commit_codec import encode_offset_commit
 from coordinator_server.storage.replay import LatestRecords
 
 log = structlog.get_logger(__name__)
@@ -225,7 +226,11 @@ class CoordinatorLog:
         plog = self._log(partition)
         if not records:
             return False
-        encoded = [encode_record(r) for r in records]
+        try:
+            encoded = [encode_offset_commit(r) if type(r) is OffsetCommitRecord else encode_record(r)
+                       for r in records]
+        except TypeError:
+            encoded = [encode_record(r) for r in records]  # the codec names the field in its TypeError
         size = batch_size_estimate(encoded)
         if size > self._max_batch_bytes:
             # Kafka refuses such a batch with MESSAGE_TOO_LARGE; the coordinator maps it per API.

@@ -49,14 +49,14 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import structlog
 
 from coordinator_server.config import FsyncPolicy
 from coordinator_server.storage.errors import StorageError
 from coordinator_server.storage.log import PartitionLog, SyncPlan
+from protocol.value_class import ValueClass
 
 log = structlog.get_logger(__name__)
 
@@ -76,12 +76,19 @@ _EVENTS: Final = {
                         "fsync": "topic_partition_fsync_failed"},
 }
 
-class Appended(NamedTuple):
-    """An append's completion: where its batch lies and whether it is durable (error None)."""
+class Appended(ValueClass):
+    """An append's completion: where its batch lies and whether it is durable (error None). A ValueClass:
+    one is built per append (a NamedTuple's interpreted `__new__` took ~0.2 µs)."""
 
-    base_offset: int
-    last_offset: int
-    error: StorageError | None = None
+    __slots__ = ("base_offset", "error", "last_offset")
+
+    def __init__(self, base_offset: int, last_offset: int, error: StorageError | None = None) -> None:
+        self.base_offset: Final = base_offset
+        self.last_offset: Final = last_offset
+        self.error: Final = error
+
+    def _fields(self) -> tuple[int, int, StorageError | None]:
+        return self.base_offset, self.last_offset, self.error
 
 
 class Target:
@@ -109,12 +116,17 @@ class Target:
             raise StorageError(f"{self.name} is unusable until restart: {self.log.failed}", self.log.failed.errno)
 
 
-@dataclass(slots=True)
 class _Append:
-    target: Target
-    base_offset: int
-    last_offset: int
-    on_done: Callable[[Appended], None]
+    """One append waiting for its round (a plain class: one is built per append)."""
+
+    __slots__ = ("base_offset", "last_offset", "on_done", "target")
+
+    def __init__(self, target: Target, base_offset: int, last_offset: int,
+                 on_done: Callable[[Appended], None]) -> None:
+        self.target: Final = target
+        self.base_offset: Final = base_offset
+        self.last_offset: Final = last_offset
+        self.on_done: Final = on_done
 
 
 class GroupCommitWriter:
