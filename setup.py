@@ -22,6 +22,7 @@ COMPILED_MODULES = [
     "coordinator_server/group/coordinator.py",
     "coordinator_server/group/partitioner.py",
     "coordinator_server/group/rebalance.py",
+    "coordinator_server/group/state.py",
     "coordinator_server/group/group.py",
     "coordinator_server/group/member.py",
     "coordinator_server/group/delayed.py",
