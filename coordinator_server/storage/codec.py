@@ -58,7 +58,7 @@ from coordinator_server.storage.consumer_codec import (
     encode_consumer_record,
 )
 from coordinator_server.storage.errors import RecordDecodeError
-from coordinator_server.storage.offset_commit_codec import encode_offset_commit
+from coordinator_server.storage.offset_commit_codec import encode_offset_commit, kafka_string
 from coordinator_server.storage.schema_decode import decode_exact, required
 from protocol import coordinator_records as schema
 from protocol.coordinator_records import GROUP_METADATA_KEY_VERSION
@@ -90,9 +90,8 @@ def encode_record(rec: CoordinatorRecord) -> tuple[bytes, bytes | None]:
 
 
 def _string(value: str, field: str) -> bytes:
-    """A non-nullable Kafka string: int16 length, then UTF-8 (struct.error past 32767 bytes, as kafka-python)."""
-    data = _str(value, field).encode("utf-8")
-    return _INT16.pack(len(data)) + data
+    """A non-nullable Kafka string, its type checked so that a wrong one is refused by the field's name."""
+    return kafka_string(_str(value, field))
 
 
 def _encode_group_value(v: GroupMetadataValue) -> bytes:
@@ -111,10 +110,7 @@ def _encode_group_value(v: GroupMetadataValue) -> bytes:
 
 
 def _nullable_string(value: str | None) -> bytes:
-    if value is None:
-        return b"\xff\xff"
-    data = value.encode("utf-8")
-    return _INT16.pack(len(data)) + data
+    return b"\xff\xff" if value is None else kafka_string(value)
 
 
 def _sized_bytes(value: bytes, field: str) -> bytes:

@@ -30,11 +30,11 @@ def encode_offset_commit(rec: OffsetCommitRecord) -> tuple[bytes, bytes | None]:
     type, struct.error for an int out of its field's range or a string over 32767 UTF-8 bytes, and
     UnicodeEncodeError for a string UTF-8 cannot encode — as kafka-python's encoder refuses them."""
     # OffsetCommitKey v1: group string, topic string, partition int32.
-    key = b"".join((_KEY_VERSION, _string(rec.group_id), _string(rec.topic), _INT32.pack(rec.partition)))
+    key = b"".join((_KEY_VERSION, kafka_string(rec.group_id), kafka_string(rec.topic), _INT32.pack(rec.partition)))
     v = rec.value
     if v is None:
         return key, None
-    metadata = _string(v.metadata)
+    metadata = kafka_string(v.metadata)
     if v.expire_timestamp_ms == -1:
         # v3: offset int64, leaderEpoch int32, metadata string, commitTimestamp int64.
         return key, b"".join((_VALUE_V3_HEAD.pack(_VALUE_VERSION, v.offset, v.leader_epoch), metadata,
@@ -45,7 +45,8 @@ def encode_offset_commit(rec: OffsetCommitRecord) -> tuple[bytes, bytes | None]:
                           _TIMESTAMPS.pack(v.commit_timestamp_ms, v.expire_timestamp_ms)))
 
 
-def _string(value: str) -> bytes:
-    """A non-nullable Kafka string: int16 length, then UTF-8."""
+def kafka_string(value: str) -> bytes:
+    """A non-nullable Kafka string: int16 length, then UTF-8 (struct.error past 32767 bytes, as kafka-python).
+    The codec's group metadata encoding writes its strings with it too."""
     data = value.encode("utf-8")
     return _INT16.pack(len(data)) + data
