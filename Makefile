@@ -8,7 +8,7 @@ TEST_STAMP := $(VENV)/.test-installed
 # The request path's hot modules, compiled with mypyc by every editable install (setup.py,
 # docs/decisions.md "Build and compiled hot path"). Python imports a module's compiled .so before its .py,
 # so the build is redone whenever one of them changes (tests/conftest.py refuses to run on a stale one).
-COMPILED_SOURCES := $(shell sed -n 's/^    "\(.*\.py\)",$$/\1/p' setup.py)
+COMPILED_SOURCES := $(shell sed -n 's/^    "\(.*\.\(py\|c\)\)",$$/\1/p' setup.py)
 BUILD_STAMP := $(VENV)/.compiled
 
 HOST ?= 127.0.0.1

@@ -5,6 +5,7 @@ ordinary Python too: set COORDINATOR_PURE_PYTHON=1 when installing to skip the c
 the machine, or to debug with pdb inside them), at the cost of the speed in docs/performance.md.
 """
 import os
+import sys
 
 from setuptools import setup
 
@@ -48,13 +49,23 @@ COMPILED_MODULES = [
     "coordinator_server/storage/offset_commit_codec.py",
 ]
 
+# Hand-written C, for what Python cannot do at all: a thread that runs syncfs(2) without ever taking the GIL
+# (coordinator_server/storage/syncfs_thread.py; docs/decisions.md). Linux only, like syncfs; without it (or
+# with COORDINATOR_PURE_PYTHON) the group-commit writer's Python sync thread does the same work.
+C_EXTENSIONS = [
+    "coordinator_server/storage/_syncfs_thread.c",
+]
+
 
 def ext_modules() -> list:
     if os.environ.get("COORDINATOR_PURE_PYTHON", "") not in ("", "0"):
         return []
     from mypyc.build import mypycify
+    from setuptools import Extension
 
-    return mypycify(COMPILED_MODULES, opt_level="3", debug_level="1", target_dir="build/mypyc")
+    c_extensions = [Extension(source[:-2].replace("/", "."), [source]) for source in C_EXTENSIONS
+                    if sys.platform == "linux"]
+    return mypycify(COMPILED_MODULES, opt_level="3", debug_level="1", target_dir="build/mypyc") + c_extensions
 
 
 setup(ext_modules=ext_modules())

@@ -8,12 +8,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def compiled_sources() -> list[Path]:
+def _listed(name: str) -> list[Path]:
     tree = ast.parse((ROOT / "setup.py").read_text())
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "COMPILED_MODULES" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
             return [ROOT / ast.literal_eval(e) for e in node.value.elts]  # type: ignore[attr-defined]
-    raise AssertionError("setup.py has no COMPILED_MODULES")
+    raise AssertionError(f"setup.py has no {name}")
+
+
+def compiled_sources() -> list[Path]:
+    return _listed("COMPILED_MODULES")
+
+
+def c_extension_sources() -> list[Path]:
+    """The hand-written C extensions' sources (setup.py's C_EXTENSIONS)."""
+    return _listed("C_EXTENSIONS")
 
 
 def extension_of(source: Path) -> Path | None:
@@ -25,9 +34,9 @@ def extension_of(source: Path) -> Path | None:
     return None
 
 
-def source_of(path: Path) -> Path:
-    """The .py beside a module file, compiled (`name.cpython-311-x86_64-linux-gnu.so`) or not."""
-    return path.with_name(path.name.split(".")[0] + ".py")
+def source_of(path: Path, suffix: str = ".py") -> Path:
+    """The .py (or `suffix`) beside a module file, compiled (`name.cpython-311-x86_64-linux-gnu.so`) or not."""
+    return path.with_name(path.name.split(".")[0] + suffix)
 
 
 def module_name(source: Path) -> str:

@@ -7,17 +7,19 @@ import importlib.machinery
 
 import pytest
 
-from tests.compiled_build import ROOT, compiled_sources, extension_of, source_of
+from tests.compiled_build import ROOT, c_extension_sources, compiled_sources, extension_of, source_of
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     listed = compiled_sources()
-    stale = [str(source.relative_to(ROOT)) for source in listed
+    c_listed = c_extension_sources()
+    stale = [str(source.relative_to(ROOT)) for source in [*listed, *c_listed]
              if (ext := extension_of(source)) is not None and source.stat().st_mtime > ext.stat().st_mtime]
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     unlisted = [str(path.relative_to(ROOT)) for package in ("coordinator_server", "protocol")
                 for path in (ROOT / package).rglob("*.so")
-                if path.name.endswith(suffixes) and source_of(path) not in listed]
+                if path.name.endswith(suffixes) and source_of(path) not in listed
+                and source_of(path, ".c") not in c_listed]
     if stale or unlisted:
         pytest.exit(f"the compiled build does not match the sources (older than {stale}, not in setup.py {unlisted}):"
                     " run `make build` (or `pip install --no-deps -e .`) first", returncode=4)

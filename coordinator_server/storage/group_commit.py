@@ -14,7 +14,8 @@ offsets in the completion are what a replication layer needs to wait for the hig
 One writer task drains the queue in rounds. It takes everything queued and, on the loop, each touched
 partition's sync plan (`PartitionLog.take_sync_plan`: it covers every write made so far, owns its file
 descriptors, and the loop may keep appending, even rolling segments, while it runs), then hands the
-round's plans to one sync thread. When the round wrote to `SYNCFS_MIN_PARTITIONS` or more partitions on
+round's plans to one sync thread; the loop closes the plans' descriptors once the thread is done with them,
+so that a syncfs round gives up the GIL only around its syncfs. When the round wrote to `SYNCFS_MIN_PARTITIONS` or more partitions on
 one filesystem, one syncfs(2) of it makes them all durable at once (`storage.syncfs`: one journal commit
 and one cache flush instead of one per file; on ext4, 40 partitions' fsyncs took ~2 ms and one syncfs
 ~0.35 ms); otherwise, or with syncfs off (`--fsync-method fsync`, or a kernel that does not report its
@@ -23,6 +24,14 @@ round is on the disk the next one queues up, so under load one fsync covers many
 Under policy `always` rounds are pipelined two deep: the next round's plans are queued on the sync thread
 as soon as they are taken, so its fsyncs start the moment the previous round's finish (never before: a
 failed fsync must be seen by the fsyncs after it), and rounds complete in order.
+
+A round whose sync is one syncfs and nothing else (only data written to active segments, on one filesystem,
+through the system's own I/O) goes to that filesystem's syncfs thread instead (storage/syncfs_thread.py: a
+C thread that never takes the GIL); so does a smaller round while a syncfs of its filesystem is under way,
+which the next syncfs covers. Such rounds are not sync plans: the loop notes each partition's write count,
+asks the thread for a syncfs, and when the thread's eventfd says it is done, marks the partitions synced
+and completes the rounds, in order. The two paths never overlap: a round for one waits until the other's
+rounds are complete, so syncs still run in order and rounds complete in order.
 
 Fsync policy: `always` completes after the fsync; `interval:MS` completes at the next round, after the
 write, and fsyncs the partitions written since at most every MS in the background; `never` completes
@@ -35,14 +44,16 @@ Failure semantics
   truncation fails, `PartitionLog.failed` is set and the partition refuses appends until a restart,
   whose recovery cuts the torn tail.)
 * A failed fsync fences the partition (`Target.fenced`); a failed syncfs, which cannot say whose write-back
-  failed, fences every partition of the round it covered: after one, the kernel may have dropped the dirty
-  pages and a retried fsync can report success for data that is gone. Every append of that round to the
+  failed, fences every partition of the round it covered (on the syncfs thread, of every round asked of it
+  until the loop learned of the failure: its first failure is sticky): after one, the kernel may have
+  dropped the dirty pages and a retried fsync can report success for data that is gone. Every append of that round to the
   partition, and of every later round, completes with StorageError (their fsyncs are not even tried), and
   `submit` refuses the partition until the server restarts and recovery re-reads what is on disk.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import os
@@ -55,7 +66,8 @@ import structlog
 
 from coordinator_server.config import FsyncPolicy
 from coordinator_server.storage.errors import StorageError
-from coordinator_server.storage.log import PartitionLog, SyncPlan
+from coordinator_server.storage.log import SYSTEM_IO, PartitionLog, SyncPlan
+from coordinator_server.storage.syncfs_thread import SyncfsThread
 from protocol.value_class import ValueClass
 
 log = structlog.get_logger(__name__)
@@ -129,6 +141,21 @@ class _Append:
         self.on_done: Final = on_done
 
 
+class _SyncfsRound:
+    """A round on a filesystem's syncfs thread: its appends, the number of writes of each partition it
+    covers, and its request's number there."""
+
+    __slots__ = ("appends", "device", "number", "requested_at", "writes")
+
+    def __init__(self, appends: list[_Append], writes: dict[Target, int], device: int, number: int,
+                 requested_at: float) -> None:
+        self.appends: Final = appends
+        self.writes: Final = writes
+        self.device: Final = device
+        self.number: Final = number
+        self.requested_at: Final = requested_at
+
+
 class GroupCommitWriter:
     def __init__(self, fsync: FsyncPolicy, name: str, sync_threads: int = DEFAULT_SYNC_THREADS, *,
                  syncfs: bool = True) -> None:
@@ -147,6 +174,12 @@ class GroupCommitWriter:
         # start on demand). One thread, so rounds' fsyncs run in order.
         self._sync_runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-sync")
         self._sync_pool = ThreadPoolExecutor(max_workers=max(1, sync_threads), thread_name_prefix=f"{name}-fsync")
+        # Per filesystem, its syncfs thread (storage/syncfs_thread.py; created on its first round there) and
+        # that thread's last answer (synced, answered, errno); rounds waiting on them, in submit order.
+        self._syncfs_threads: dict[int, Any] = {}
+        self._syncfs_answers: dict[int, tuple[int, int, int]] = {}
+        self._syncfs_rounds: collections.deque[_SyncfsRound] = collections.deque()
+        self._syncfs_drained: asyncio.Future[None] | None = None  # set when `_syncfs_rounds` empties
         self._pending: list[_Append] = []
         self._dirty: dict[Target, None] = {}  # interval mode: written since their last fsync, in order
         self._flush_deadline: float | None = None  # loop time of the next background fsync
@@ -210,7 +243,12 @@ class GroupCommitWriter:
             else:
                 results[t] = None
         if plans:
-            results |= await asyncio.wrap_future(self._sync_runner.submit(self._sync_plans, plans))
+            synced = self._sync_runner.submit(self._sync_plans, plans)
+            try:
+                synced_results: dict[Target, StorageError | None] = await asyncio.wrap_future(synced)
+                results |= synced_results
+            finally:
+                _close_when_done(plans, synced)
         return results
 
     async def truncate(self, target: Target, offset: int) -> int:
@@ -224,6 +262,7 @@ class GroupCommitWriter:
         if self._closing:
             raise StorageError(f"{self._name} is closed")
         target.check_writable()
+        await self._syncfs_rounds_drained()
         await asyncio.wrap_future(self._sync_runner.submit(lambda: None))  # the sync thread runs in order
         target.check_writable()  # a queued fsync may have failed meanwhile
         try:
@@ -245,6 +284,11 @@ class GroupCommitWriter:
                 await self._task
             return await self.flush(targets)
         finally:
+            loop = asyncio.get_running_loop()
+            for thread in self._syncfs_threads.values():
+                loop.remove_reader(thread.fileno())
+                thread.close()  # the rounds are all answered: the task drained them
+            self._syncfs_threads.clear()
             self._sync_runner.shutdown(wait=True)
             self._sync_pool.shutdown(wait=True)
             for fd in self._syncfs_fds.values():
@@ -281,6 +325,7 @@ class GroupCommitWriter:
                 if self._closing:
                     if syncing is not None:
                         await syncing
+                    await self._syncfs_rounds_drained()
                     return
                 timeout = None if self._flush_deadline is None else max(0.0, self._flush_deadline - loop.time())
                 # Clearing and checking `_pending` happen with no await between them, so no wakeup is lost.
@@ -289,8 +334,18 @@ class GroupCommitWriter:
                     await asyncio.wait_for(self._wakeup.wait(), timeout)
             round_, self._pending = self._pending, []
             if round_:
-                if self._fsync.mode == "always":
-                    task = loop.create_task(self._sync_and_complete(round_, self._start_sync(round_), syncing))
+                route = self._syncfs_route(round_) if self._fsync.mode == "always" else None
+                if route is not None:
+                    # Syncs run in order, rounds complete in order: the Python thread's rounds go first.
+                    if syncing is not None:
+                        await syncing
+                        syncing = None
+                    self._request_syncfs(round_, *route)
+                elif self._fsync.mode == "always":
+                    await self._syncfs_rounds_drained()  # likewise, the other way round
+                    plans = self._take_plans(round_)
+                    synced = self._sync_runner.submit(self._sync_plans, plans)
+                    task = loop.create_task(self._sync_and_complete(round_, plans, synced, syncing))
                     if syncing is not None:
                         # At most one round queued behind the one being fsynced: what arrives meanwhile
                         # makes the next round bigger instead of a chain of small ones.
@@ -309,26 +364,104 @@ class GroupCommitWriter:
                 except Exception:  # a bug, not an I/O error (those fence the partition): keep writing
                     log.exception(f"{self._name}_background_fsync_failed")
 
-    def _start_sync(self, round_: list[_Append]) -> concurrent.futures.Future[dict[Target, StorageError | None]]:
-        """On the loop: take the round's plans (each partition once) and queue them on the sync thread."""
+    # -- rounds on a syncfs thread (storage/syncfs_thread.py) --
+
+    def _syncfs_route(self, round_: list[_Append]) -> tuple[int, dict[Target, int]] | None:
+        """The filesystem and each partition's writes, when the round's sync is one syncfs the filesystem's
+        syncfs thread can run alone (see storage/syncfs_thread.py); None: the Python sync thread's round."""
+        if SyncfsThread is None or not self._use_syncfs:
+            return None
+        writes: dict[Target, int] = {}
+        device = -1
+        for a in round_:
+            t = a.target
+            if t in writes or t.fenced is not None or not t.log.is_open or t.log.failed is not None:
+                continue  # a fenced or closed partition's append completes with its fence, as in the plans
+            plog = t.log
+            if plog.file_io is not SYSTEM_IO or not plog.only_data_unsynced():
+                return None
+            if device != plog.device:
+                if device != -1:
+                    return None  # two filesystems: the Python path syncs each
+                device = plog.device
+            writes[t] = plog.writes
+        if not writes or device in self._syncfs_failed or self._syncfs_fds.get(device, -1) < 0:
+            return None
+        # A round of few partitions fsyncs them (syncfs would also write back what other programs left dirty
+        # there), unless a syncfs of that filesystem is under way anyway: the next one covers it for nothing,
+        # where its own fsyncs would have to wait for that syncfs (syncs run in order).
+        if len(writes) < SYNCFS_MIN_PARTITIONS and not (self._syncfs_rounds
+                                                        and self._syncfs_rounds[-1].device == device):
+            return None
+        return device, writes
+
+    def _request_syncfs(self, round_: list[_Append], device: int, writes: dict[Target, int]) -> None:
+        thread = self._syncfs_threads.get(device)
+        if thread is None:
+            thread = self._syncfs_threads[device] = SyncfsThread(self._syncfs_fds[device])
+            self._syncfs_answers[device] = (0, 0, 0)
+            asyncio.get_running_loop().add_reader(thread.fileno(), self._syncfs_answered, device)
+        self._syncfs_rounds.append(_SyncfsRound(round_, writes, device, thread.request(), time.perf_counter()))
+
+    def _syncfs_answered(self, device: int) -> None:
+        """On the loop, when a syncfs thread wrote its eventfd: complete the rounds it answered, in order."""
+        self._syncfs_answers[device] = self._syncfs_threads[device].completed()
+        rounds = self._syncfs_rounds
+        now = time.perf_counter()
+        while rounds:
+            head = rounds[0]
+            synced, answered, errno = self._syncfs_answers[head.device]
+            if head.number > answered:
+                break
+            rounds.popleft()
+            results: dict[Target, StorageError | None] = {}
+            if head.number <= synced:
+                for t, writes in head.writes.items():
+                    t.log.mark_synced(writes)
+                    if t.fsync_seconds is not None:
+                        t.fsync_seconds.observe(now - head.requested_at)
+            else:
+                # The first failure is sticky on the thread (every later request there is answered with
+                # it): from now on this filesystem's rounds fsync each partition (the Python path).
+                self._syncfs_failed.add(head.device)
+                e = OSError(errno, os.strerror(errno))
+                for t in head.writes:
+                    results[t] = t.fenced or _fence(t, e, f"syncfs covering {t.name}", syncfs=True)
+            self._complete(head.appends, results)
+        if not rounds and self._syncfs_drained is not None:
+            self._syncfs_drained.set_result(None)
+            self._syncfs_drained = None
+
+    async def _syncfs_rounds_drained(self) -> None:
+        """Wait until every round on a syncfs thread is complete."""
+        if self._syncfs_rounds:
+            if self._syncfs_drained is None:
+                self._syncfs_drained = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._syncfs_drained)
+
+    @staticmethod
+    def _take_plans(round_: list[_Append]) -> dict[Target, SyncPlan]:
+        """On the loop: the round's sync plans, each partition once."""
         plans: dict[Target, SyncPlan] = {}
         for a in round_:
             t = a.target
             if t not in plans and t.fenced is None and t.log.is_open and t.log.failed is None:
                 plans[t] = t.log.take_sync_plan()
-        return self._sync_runner.submit(self._sync_plans, plans)
+        return plans
 
-    async def _sync_and_complete(self, round_: list[_Append],
+    async def _sync_and_complete(self, round_: list[_Append], plans: dict[Target, SyncPlan],
                                  synced: concurrent.futures.Future[dict[Target, StorageError | None]],
                                  previous: asyncio.Task[None] | None) -> None:
         try:
             if previous is not None:
                 await previous  # rounds complete in order
-            results = await asyncio.wrap_future(synced)
+            results: dict[Target, StorageError | None] = await asyncio.wrap_future(synced)
         except Exception as e:  # a bug, not an I/O error: fail the round rather than hang its callers
             log.exception(f"{self._name}_sync_round_failed")
             err = StorageError(f"internal error in the {self._name} writer: {e!r}")
             results = {a.target: err for a in round_}
+        finally:
+            _close_when_done(plans, synced)
         self._complete(round_, results)
 
     def _complete(self, round_: list[_Append], results: dict[Target, StorageError | None]) -> None:
@@ -354,7 +487,7 @@ class GroupCommitWriter:
             for t, plan in plans.items():
                 device = t.log.device
                 if t.fenced is not None or self._syncfs_fds.get(device, -1) < 0 or device in self._syncfs_failed:
-                    rest[t] = plan  # a fenced partition's plan is discarded there
+                    rest[t] = plan  # a fenced partition's plan is not run there
                 else:
                     by_device.setdefault(device, {})[t] = plan
             for device, group in by_device.items():
@@ -384,8 +517,6 @@ class GroupCommitWriter:
             self._syncfs_failed.add(device)
             for t in group:
                 out[t] = _fence(t, e, f"syncfs covering {t.name}", syncfs=True)
-            for plan in group.values():
-                plan.discard()
             return out
         elapsed = time.perf_counter() - started
         for t, plan in group.items():
@@ -401,7 +532,6 @@ class GroupCommitWriter:
 
     def _run_plan(self, target: Target, plan: SyncPlan) -> StorageError | None:
         if target.fenced is not None:  # an earlier fsync failed: this one could not be trusted
-            plan.discard()
             return target.fenced
         started = time.perf_counter()
         try:
@@ -411,6 +541,21 @@ class GroupCommitWriter:
         if target.fsync_seconds is not None:
             target.fsync_seconds.observe(time.perf_counter() - started)
         return None
+
+
+def _close_when_done(plans: dict[Target, SyncPlan],
+                     synced: concurrent.futures.Future[dict[Target, StorageError | None]]) -> None:
+    """Close the plans' descriptors on the loop once the sync thread is done with them (it is, unless the
+    awaiting task was cancelled mid-round: then the thread closes them when it finishes)."""
+    if synced.done():
+        for plan in plans.values():
+            plan.close()
+    else:
+        def close_all(_: object) -> None:
+            for plan in plans.values():
+                plan.close()
+
+        synced.add_done_callback(close_all)
 
 
 def _fence(target: Target, e: OSError, what: str, **fields: Any) -> StorageError:

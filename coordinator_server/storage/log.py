@@ -105,7 +105,10 @@ SYSTEM_IO: Final = FileIO(syncfs=syncfs_call.SYSCALL)
 
 @dataclass
 class SyncPlan:
-    """fsyncs taken from a PartitionLog by `take_sync_plan`, to run in an I/O thread. Runs once."""
+    """fsyncs taken from a PartitionLog by `take_sync_plan`, to run in an I/O thread. Runs once; its
+    descriptors are closed by `close`, which the writer calls on the loop once the sync thread is done with
+    the plan: an `os.close` in the sync thread gives up the GIL and waits to take it back, one handoff with
+    the loop per partition of a round (benchmarks/findings.md, session 14)."""
 
     file_io: FileIO
     rolled_fds: list[int]  # fsynced, then closed
@@ -117,14 +120,11 @@ class SyncPlan:
     on_done: Callable[[], None] | None = None
 
     def run(self) -> None:
-        try:
-            for fd in self.rolled_fds:
-                self.file_io.fsync(fd)
-            self.file_io.fsync(self.active_fd)
-            for d in self.dirs:
-                self._fsync_dir(d)
-        finally:
-            self.discard()
+        for fd in self.rolled_fds:
+            self.file_io.fsync(fd)
+        self.file_io.fsync(self.active_fd)
+        for d in self.dirs:
+            self._fsync_dir(d)
         self._durable()
 
     def run_covered(self, device: int) -> None:
@@ -132,12 +132,9 @@ class SyncPlan:
         after every write the plan covers, succeeded: that made its files and the directory entries on that
         filesystem durable. A directory on another one (a partition directory that is a mount point has its
         parent elsewhere) is fsynced here. Raises OSError when that fsync failed."""
-        try:
-            for d in self.dirs:
-                if os.stat(d).st_dev != device:
-                    self._fsync_dir(d)
-        finally:
-            self.discard()
+        for d in self.dirs:
+            if os.stat(d).st_dev != device:
+                self._fsync_dir(d)
         self._durable()
 
     def _fsync_dir(self, d: Path) -> None:
@@ -147,10 +144,10 @@ class SyncPlan:
         finally:
             os.close(dfd)
 
-    def discard(self) -> None:
-        """Close the plan's file descriptors without fsyncing: for a log that can no longer be trusted
-        (an earlier fsync failed), whose recovery point must not move. Every descriptor is closed even when
-        one close fails (logged): a close decides nothing about durability, the fsync before it did."""
+    def close(self) -> None:
+        """Close the plan's file descriptors, whether it ran, failed or was never run (a log that can no
+        longer be trusted, whose recovery point must not move). Every descriptor is closed even when one
+        close fails (logged): a close decides nothing about durability, the fsync before it did."""
         for fd in [*self.rolled_fds, self.active_fd]:
             try:
                 os.close(fd)
@@ -346,6 +343,22 @@ class PartitionLog:
         indexes, self._unsynced_indexes = self._unsynced_indexes, []
         checkpoint = self._take_checkpoint()
         _advance_recovery_point(indexes, checkpoint)
+        self._synced_writes = max(self._synced_writes, writes)
+
+    @property
+    def writes(self) -> int:
+        """Batches written so far (what `mark_synced` is given once a sync covered them)."""
+        return self._writes
+
+    def only_data_unsynced(self) -> bool:
+        """Whether all a sync must still cover is data written to the active segment: no rolled segment, new
+        directory entry, sealed index or recovery point is waiting, so a syncfs of the filesystem, with
+        `mark_synced` after it, is the whole sync (the writer's syncfs thread, storage/syncfs_thread.py)."""
+        return not (self._unsynced_fds or self._dirty_dirs or self._unsynced_indexes
+                    or self._pending_recovery_point is not None)
+
+    def mark_synced(self, writes: int) -> None:
+        """The first `writes` batches are durable (a syncfs issued after them succeeded)."""
         self._synced_writes = max(self._synced_writes, writes)
 
     def take_sync_plan(self) -> SyncPlan:
