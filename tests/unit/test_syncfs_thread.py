@@ -19,6 +19,7 @@ from coordinator_server.storage.group_commit import SYNCFS_MIN_PARTITIONS, Group
 from coordinator_server.storage.log import SYSTEM_IO
 from coordinator_server.storage.segment import read_recovery_point
 from coordinator_server.storage.syncfs_thread import SyncfsThread
+from tests.unit.test_group_commit_syncfs import close_all, open_targets, write_one
 
 pytestmark = pytest.mark.skipif(SyncfsThread is None or syncfs_module.SYSCALL is None,
                                 reason="the C extension is not built (COORDINATOR_PURE_PYTHON) or no syncfs")
@@ -85,24 +86,8 @@ async def submit_all(writer: GroupCommitWriter, targets: list[Target],
     return list(await asyncio.gather(*futures))
 
 
-def write_one(plog: PartitionLog) -> tuple[int, int]:
-    base = plog.append([(b"k", b"v")], 1)
-    return base, base
-
-
-def open_targets(tmp_path: Path, n: int, **kwargs: int) -> list[Target]:
-    logs = [PartitionLog.open(tmp_path, p, file_io=SYSTEM_IO, **kwargs) for p in range(n)]
-    return [Target(f"p{i}", plog, kind="log", fields={"partition": i}) for i, plog in enumerate(logs)]
-
-
-async def close_all(writer: GroupCommitWriter, targets: list[Target]) -> None:
-    await writer.close([])
-    for t in targets:
-        t.log.close()
-
-
 async def test_a_round_of_data_only_is_synced_by_the_thread_and_counts_as_synced(tmp_path: Path) -> None:
-    targets = open_targets(tmp_path, SYNCFS_MIN_PARTITIONS + 2)
+    targets = open_targets(tmp_path, SYSTEM_IO, SYNCFS_MIN_PARTITIONS + 2)
     writer = GroupCommitWriter(ALWAYS, "test")
     assert await submit_all(writer, targets) == [None] * len(targets)  # the first: new segment files
     assert await submit_all(writer, targets) == [None] * len(targets)
@@ -120,8 +105,8 @@ async def test_a_round_of_data_only_is_synced_by_the_thread_and_counts_as_synced
 async def test_rounds_complete_in_order_across_the_two_sync_paths(tmp_path: Path) -> None:
     # Segments of ~one batch: every append rolls, so those partitions take the Python path (their recovery
     # point is written after the sync); the others are data only.
-    rolling = open_targets(tmp_path / "rolling", SYNCFS_MIN_PARTITIONS, segment_bytes=100)
-    plain = open_targets(tmp_path / "plain", SYNCFS_MIN_PARTITIONS)
+    rolling = open_targets(tmp_path / "rolling", SYSTEM_IO, SYNCFS_MIN_PARTITIONS, segment_bytes=100)
+    plain = open_targets(tmp_path / "plain", SYSTEM_IO, SYNCFS_MIN_PARTITIONS)
     for t in rolling:
         t.name = "r" + t.name
     writer = GroupCommitWriter(ALWAYS, "test")
@@ -142,7 +127,7 @@ async def test_rounds_complete_in_order_across_the_two_sync_paths(tmp_path: Path
 
 
 async def test_a_failed_syncfs_on_the_thread_fences_the_round_and_the_filesystem_falls_back(tmp_path: Path) -> None:
-    targets = open_targets(tmp_path, 2 * SYNCFS_MIN_PARTITIONS)
+    targets = open_targets(tmp_path, SYSTEM_IO, 2 * SYNCFS_MIN_PARTITIONS)
     writer = GroupCommitWriter(ALWAYS, "test")
     assert await submit_all(writer, targets) == [None] * len(targets)  # new files: the Python path
     device = targets[0].log.device
