@@ -174,7 +174,8 @@ class GroupCommitWriter:
         # start on demand). One thread, so rounds' fsyncs run in order.
         self._sync_runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-sync")
         self._sync_pool = ThreadPoolExecutor(max_workers=max(1, sync_threads), thread_name_prefix=f"{name}-fsync")
-        # Per filesystem, its syncfs thread (storage/syncfs_thread.py; created on its first round there) and
+        # Per filesystem, its syncfs thread (storage/syncfs_thread.py; created on its first round there, None
+        # when the system refused one: its rounds stay on the Python sync thread) and
         # that thread's last answer (synced, answered, errno); rounds waiting on them, in submit order.
         self._syncfs_threads: dict[int, Any] = {}
         self._syncfs_answers: dict[int, tuple[int, int, int]] = {}
@@ -286,8 +287,9 @@ class GroupCommitWriter:
         finally:
             loop = asyncio.get_running_loop()
             for thread in self._syncfs_threads.values():
-                loop.remove_reader(thread.fileno())
-                thread.close()  # the rounds are all answered: the task drained them
+                if thread is not None:
+                    loop.remove_reader(thread.fileno())
+                    thread.close()  # the rounds are all answered: the task drained them
             self._syncfs_threads.clear()
             self._sync_runner.shutdown(wait=True)
             self._sync_pool.shutdown(wait=True)
@@ -385,7 +387,8 @@ class GroupCommitWriter:
                     return None  # two filesystems: the Python path syncs each
                 device = plog.device
             writes[t] = plog.writes
-        if not writes or device in self._syncfs_failed or self._syncfs_fds.get(device, -1) < 0:
+        if (not writes or device in self._syncfs_failed or self._syncfs_fds.get(device, -1) < 0
+                or self._syncfs_threads.get(device, True) is None):
             return None
         # A round of few partitions fsyncs them (syncfs would also write back what other programs left dirty
         # there), unless a syncfs of that filesystem is under way anyway: the next one covers it for nothing,
@@ -393,15 +396,27 @@ class GroupCommitWriter:
         if len(writes) < SYNCFS_MIN_PARTITIONS and not (self._syncfs_rounds
                                                         and self._syncfs_rounds[-1].device == device):
             return None
+        if device not in self._syncfs_threads and not self._start_syncfs_thread(device):
+            return None
         return device, writes
 
+    def _start_syncfs_thread(self, device: int) -> bool:
+        """Start the filesystem's syncfs thread; False (logged, and its rounds stay on the Python sync
+        thread) when the system refuses one."""
+        try:
+            thread = SyncfsThread(self._syncfs_fds[device])
+        except OSError as e:
+            log.warning(f"{self._name}_syncfs_thread_unavailable", device=device, errno=e.errno, error=str(e))
+            self._syncfs_threads[device] = None
+            return False
+        self._syncfs_threads[device] = thread
+        self._syncfs_answers[device] = (0, 0, 0)
+        asyncio.get_running_loop().add_reader(thread.fileno(), self._syncfs_answered, device)
+        return True
+
     def _request_syncfs(self, round_: list[_Append], device: int, writes: dict[Target, int]) -> None:
-        thread = self._syncfs_threads.get(device)
-        if thread is None:
-            thread = self._syncfs_threads[device] = SyncfsThread(self._syncfs_fds[device])
-            self._syncfs_answers[device] = (0, 0, 0)
-            asyncio.get_running_loop().add_reader(thread.fileno(), self._syncfs_answered, device)
-        self._syncfs_rounds.append(_SyncfsRound(round_, writes, device, thread.request(), time.perf_counter()))
+        number = self._syncfs_threads[device].request()
+        self._syncfs_rounds.append(_SyncfsRound(round_, writes, device, number, time.perf_counter()))
 
     def _syncfs_answered(self, device: int) -> None:
         """On the loop, when a syncfs thread wrote its eventfd: complete the rounds it answered, in order."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from coordinator_server.config import FsyncPolicy
-from coordinator_server.storage import PartitionLog, StorageError
+from coordinator_server.storage import PartitionLog, StorageError, group_commit
 from coordinator_server.storage import syncfs as syncfs_module
 from coordinator_server.storage.group_commit import SYNCFS_MIN_PARTITIONS, GroupCommitWriter, Target
 from coordinator_server.storage.log import SYSTEM_IO
@@ -146,3 +146,18 @@ async def test_a_failed_syncfs_on_the_thread_fences_the_round_and_the_filesystem
     await writer.close([])
     for t in targets:
         t.log.close()
+
+
+async def test_a_filesystem_whose_thread_cannot_start_keeps_the_python_path(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    class Refused:
+        def __init__(self, fd: int) -> None:
+            raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(group_commit, "SyncfsThread", Refused)
+    targets = open_targets(tmp_path, SYSTEM_IO, SYNCFS_MIN_PARTITIONS)
+    writer = GroupCommitWriter(ALWAYS, "test")
+    for _ in range(3):
+        assert await submit_all(writer, targets) == [None] * SYNCFS_MIN_PARTITIONS
+    assert writer._syncfs_threads == {targets[0].log.device: None}
+    await close_all(writer, targets)
