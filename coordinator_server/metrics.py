@@ -24,7 +24,7 @@ import concurrent.futures
 import itertools
 import threading
 from collections import Counter as _Tally
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from wsgiref.simple_server import WSGIServer
@@ -257,7 +257,7 @@ def observe_request(api: str, version: int, seconds: float, response: object | N
 
 # The fast paths' accounting: bound methods of the compiled tallies, called without an interpreted frame.
 observe_request_error = REQUESTS.observe_error
-observe_request_errors = REQUESTS.observe_errors
+observe_request_errors: Callable[[str, int, float, Iterable[int]], None] = REQUESTS.observe_errors
 
 
 # The labelled children of ERRORS, looked up once: `labels()` takes a lock and builds the key on every call,

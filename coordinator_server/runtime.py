@@ -57,6 +57,10 @@ from protocol.errors import Errors
 
 log = structlog.get_logger("coordinator_server.runtime")
 
+# Read once: each `Errors.NONE` in compiled code is a lookup through the enum's metaclass (its
+# `__getattr__` hook), and a durable commit's callbacks test it on every append.
+_NONE: Final = Errors.NONE
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -707,7 +711,7 @@ class CoordinatorRuntime:
             self.replication.await_committed(
                 append.partition, functools.partial(cast(Any, context.run), self._replicated, append, writes))
             return
-        self._complete(append, writes, Errors.NONE if error is None else self._storage_error(append, error))
+        self._complete(append, writes, _NONE if error is None else self._storage_error(append, error))
         self._after_completion(writes)
 
     def _replicated(self, append: PendingAppend, writes: _Writes, error: Errors) -> None:

@@ -96,16 +96,20 @@ def parse_request_header(payload: bytes | memoryview) -> ParsedHeader:
 
 
 _HEADER_FIXED: Final = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+# Bound once: each method call or attribute read on a `Struct` looks it up on its type (per request here).
+_HEADER_FIXED_SIZE: Final = _HEADER_FIXED.size
+_header_fixed_at: Final = _HEADER_FIXED.unpack_from
+_api_key_and_version_at: Final = _API_KEY_AND_VERSION.unpack_from
 
 
 def read_plain_header(payload: bytes | memoryview, flexible: bool) -> tuple[int, str | None, int] | None:
     """(correlation id, client id, where the body starts) of a header as clients send it (a client id, no
     tagged fields), read with `struct`: kafka-python's generic decode cost several microseconds of every
     request. None for any other shape: let kafka-python read it."""
-    if len(payload) < _HEADER_FIXED.size:
+    if len(payload) < _HEADER_FIXED_SIZE:
         return None
-    _, _, correlation_id, n = _HEADER_FIXED.unpack_from(payload, 0)
-    pos = _HEADER_FIXED.size
+    _, _, correlation_id, n = _header_fixed_at(payload, 0)
+    pos = _HEADER_FIXED_SIZE
     if n == -1:
         client_id = None
     elif 0 <= n <= len(payload) - pos:
@@ -129,7 +133,7 @@ def read_plain_request(payload: bytes, api_key: int, min_version: int, max_versi
     in `min_version..max_version`, with a header as clients send it (`read_plain_header`): the start the
     hand-written parsers (protocol/*_wire.py) share. None for any other request or header. A payload too
     short to hold an API key and version raises struct.error, which those parsers hand back as not theirs."""
-    key, version = _API_KEY_AND_VERSION.unpack_from(payload, 0)
+    key, version = _api_key_and_version_at(payload, 0)
     if key != api_key or not min_version <= version <= max_version:
         return None
     header = read_plain_header(payload, flexible=version >= first_flexible)

@@ -37,6 +37,12 @@ FIRST_FLEXIBLE_VERSION: Final = 8
 
 _PARTITION: Final = struct.Struct(">iq")  # partition index, committed offset
 _PARTITION_RESULT: Final = struct.Struct(">ih")  # partition index, error code
+# The struct methods bound once: a method call on a `Struct` looks the method up on its type each time.
+_int32_at: Final = INT32.unpack_from
+_int64_at: Final = INT64.unpack_from
+_partition_at: Final = _PARTITION.unpack_from
+_int32: Final = INT32.pack
+_partition_result: Final = _PARTITION_RESULT.pack
 
 
 class CommitPartitionWire(ValueClass):
@@ -121,14 +127,14 @@ def _parse(payload: bytes) -> OffsetCommitWire | None:
     version, correlation_id, client_id, pos = start
     flexible = version >= FIRST_FLEXIBLE_VERSION
     group_id, pos = string(payload, pos, flexible)
-    (generation,) = INT32.unpack_from(payload, pos)
+    generation: int = _int32_at(payload, pos)[0]
     member_id, pos = string(payload, pos + 4, flexible)
     instance_id = None
     if version >= 7:
         instance_id, pos = nullable_string(payload, pos, flexible)
     retention = -1
     if version <= 4:
-        (retention,) = INT64.unpack_from(payload, pos)
+        retention = _int64_at(payload, pos)[0]
         pos += 8
     n_topics, pos = array_length(payload, pos, flexible)
     topics = []
@@ -137,11 +143,11 @@ def _parse(payload: bytes) -> OffsetCommitWire | None:
         n_partitions, pos = array_length(payload, pos, flexible)
         partitions = []
         for _ in range(n_partitions):
-            index, offset = _PARTITION.unpack_from(payload, pos)
+            index, offset = _partition_at(payload, pos)
             pos += 12
             epoch = -1
             if version >= 6:
-                (epoch,) = INT32.unpack_from(payload, pos)
+                epoch = _int32_at(payload, pos)[0]
                 pos += 4
             metadata, pos = nullable_string(payload, pos, flexible)
             if flexible:
@@ -163,19 +169,18 @@ def offset_commit_response_frame(req: OffsetCommitWire, errors: Mapping[tuple[st
     byte for byte what kafka-python encodes (throttle time 0)."""
     version = req.api_version
     flexible = version >= FIRST_FLEXIBLE_VERSION
-    parts = [INT32.pack(req.correlation_id)]
+    parts = [_int32(req.correlation_id)]
     if flexible:
         parts.append(b"\x00")  # response header tagged fields
     if version >= 3:
         parts.append(b"\x00\x00\x00\x00")  # throttle time
     parts.append(encode_array_length(len(req.topics), flexible))
-    pack = _PARTITION_RESULT.pack
     for topic in req.topics:
         parts.append(encode_string(topic.name, flexible))
         parts.append(encode_array_length(len(topic.partitions), flexible))
         name = topic.name
         for p in topic.partitions:
-            parts.append(pack(p.partition_index, errors[(name, p.partition_index)]))
+            parts.append(_partition_result(p.partition_index, errors[(name, p.partition_index)]))
             if flexible:
                 parts.append(b"\x00")
         if flexible:
@@ -183,4 +188,4 @@ def offset_commit_response_frame(req: OffsetCommitWire, errors: Mapping[tuple[st
     if flexible:
         parts.append(b"\x00")
     body = b"".join(parts)
-    return INT32.pack(len(body)) + body
+    return _int32(len(body)) + body

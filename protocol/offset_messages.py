@@ -27,6 +27,7 @@ from coordinator_server.group.api import (
     PartitionResult,
 )
 from protocol.errors import Errors
+from protocol.offset_commit_wire import CommitPartitionWire, CommitTopicWire, OffsetCommitWire
 
 PartitionExists = Callable[[str, int], bool]
 
@@ -44,7 +45,22 @@ _DeletePartition = _DeleteTopic.OffsetDeleteResponsePartition
 # -- OffsetCommit ----------------------------------------------------------------------------------------
 
 
-def offset_commit_input(req: Any, version: int, known: PartitionExists) -> tuple[OffsetCommitInput, list[PartitionResult]]:
+def commit_request_of(req: Any, version: int) -> OffsetCommitWire:
+    """kafka-python's decoded OffsetCommit request (the generic path's) as the value the fast parser builds
+    (protocol/offset_commit_wire.py), each field as that version carries it: one typed `offset_commit_input`
+    serves both paths, reading a compiled class's fields directly instead of an `Any`'s by name."""
+    return OffsetCommitWire(
+        -1, None, version, req.group_id, req.generation_id_or_member_epoch, req.member_id or "",
+        req.group_instance_id if version >= 7 else None,
+        req.retention_time_ms if 2 <= version <= 4 else -1,
+        tuple(CommitTopicWire(t.name, tuple(
+            CommitPartitionWire(p.partition_index, p.committed_offset,
+                                p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata,
+                                p.commit_timestamp if version == 1 else -1)
+            for p in t.partitions)) for t in req.topics))
+
+
+def offset_commit_input(req: OffsetCommitWire, known: PartitionExists) -> tuple[OffsetCommitInput, list[PartitionResult]]:
     """The coordinator's input (known partitions only) and the API layer's own answers for the rest."""
     partitions: list[CommitPartition] = []
     unknown: list[PartitionResult] = []
@@ -53,18 +69,16 @@ def offset_commit_input(req: Any, version: int, known: PartitionExists) -> tuple
             if not known(topic.name, p.partition_index):
                 unknown.append(PartitionResult(topic.name, p.partition_index, Errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            epoch = p.committed_leader_epoch if version >= 6 else -1
-            timestamp = p.commit_timestamp if version == 1 else -1
-            partitions.append(CommitPartition(topic.name, p.partition_index, p.committed_offset, epoch,
-                                              p.committed_metadata, timestamp))
+            partitions.append(CommitPartition(topic.name, p.partition_index, p.committed_offset,
+                                              p.committed_leader_epoch, p.committed_metadata, p.commit_timestamp))
     inp = OffsetCommitInput(
         group_id=req.group_id,
         generation_id=req.generation_id_or_member_epoch,
-        member_id=req.member_id or "",
-        group_instance_id=req.group_instance_id if version >= 7 else None,
-        retention_time_ms=req.retention_time_ms if 2 <= version <= 4 else -1,
+        member_id=req.member_id,
+        group_instance_id=req.group_instance_id,
+        retention_time_ms=req.retention_time_ms,
         partitions=tuple(partitions),
-        api_version=version,
+        api_version=req.api_version,
     )
     return inp, unknown
 

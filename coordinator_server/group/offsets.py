@@ -41,6 +41,9 @@ from .records import OffsetCommitRecord, OffsetCommitValue
 from .settings import OFFSETS_RETENTION_MS
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 
+# Read once: each `Errors.NONE` in compiled code is a lookup through the enum's metaclass (its
+# `__getattr__` hook), and a durable commit's callbacks test it on every append.
+_NONE: Final = Errors.NONE
 # Write errors as OffsetCommit reports them (Scala GroupCoordinator / new OffsetMetadataManager).
 _COMMIT_WRITE_ERRORS: Final = {
     Errors.NETWORK_EXCEPTION: Errors.COORDINATOR_LOAD_IN_PROGRESS,
@@ -353,7 +356,7 @@ class _PendingCommit:
     def written(self, error: Errors) -> None:
         group = self.group
         pending = group.pending_offset_commits
-        apply = error is Errors.NONE and not group.removed
+        apply = error is _NONE and not group.removed
         outcome = _COMMIT_WRITE_ERRORS.get(error, error)
         results = self.results
         for key, value in self.to_write:

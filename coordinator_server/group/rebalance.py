@@ -29,6 +29,9 @@ from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABL
 
 log = structlog.get_logger("coordinator_server.group")
 
+# Read once: each `Errors.NONE` in compiled code is a lookup through the enum's metaclass (its
+# `__getattr__` hook), and a durable commit's callbacks test it on every append.
+_NONE: Final = Errors.NONE
 # Write errors of the group metadata append, as SyncGroup reports them (Scala GroupCoordinator).
 _SYNC_WRITE_ERRORS: Final = {
     Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
@@ -372,7 +375,7 @@ class RebalanceMechanics:
 
         def on_complete(error: Errors, now_ms: int) -> None:
             self._tick(now_ms)
-            if error is not Errors.NONE:
+            if error is not _NONE:
                 log.warning("coordinator_write_failed", group_id=group_id, error=error.name, records=len(records))
             on_done(error)
 

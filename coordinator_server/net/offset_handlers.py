@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from coordinator_server import metrics
 from coordinator_server.group.api import (
@@ -27,6 +27,10 @@ from protocol import offset_messages as om
 from protocol.errors import Errors
 from protocol.offset_commit_wire import OffsetCommitWire, offset_commit_response_frame
 from protocol.offset_fetch_wire import FetchedGroupWire, OffsetFetchWire, offset_fetch_response_frame
+
+# C statics for the fast paths' clock and metrics (a module attribute is a dictionary lookup per use).
+_perf_counter: Final = time.perf_counter
+_observe_request_errors: Final = metrics.observe_request_errors
 
 
 class OffsetRuntime(Protocol):
@@ -54,7 +58,7 @@ class OffsetHandlers:
                       for t in req.topics for p in t.partitions]
             return om.offset_commit_response(req, failed, version)
         denied, known = self._readable(req, access)
-        inp, unknown = om.offset_commit_input(req, version, known)
+        inp, unknown = om.offset_commit_input(om.commit_request_of(req, version), known)
         unknown = _denied_as_29(unknown, denied)
         result = await self.runtime.offset_commit(inp) if inp.partitions else None
         return om.offset_commit_response(req, om.commit_result_partitions(result, unknown), version)
@@ -69,10 +73,10 @@ class OffsetHandlers:
                           for t in req.topics for p in t.partitions])
             return reply.future
         if access.authorizer is None:  # no ACLs: every topic readable, no per-topic filter to build
-            inp, reply.unknown = om.offset_commit_input(req, req.api_version, self.partition_exists)
+            inp, reply.unknown = om.offset_commit_input(req, self.partition_exists)
         else:
             denied, known = self._readable(req, access)
-            inp, unknown = om.offset_commit_input(req, req.api_version, known)
+            inp, unknown = om.offset_commit_input(req, known)
             reply.unknown = _denied_as_29(unknown, denied)
         if not inp.partitions:
             reply.answer(reply.unknown)
@@ -92,7 +96,7 @@ class OffsetHandlers:
         """The fast path's OffsetFetch (protocol/offset_fetch_wire.py): the same rules as `offset_fetch`,
         answered at once with the framed response. None, having answered nothing, when a request of one of
         the groups holds its lock (a commit being written): the generic path then waits its turn."""
-        started = time.perf_counter()
+        started = _perf_counter()
         answers: list[FetchedGroupWire] = []
         codes: list[int] = []
         for g in req.groups:
@@ -111,7 +115,7 @@ class OffsetHandlers:
             answers.append((g.group_id, int(res.error), topics))
             codes.append(int(res.error))
             codes.extend(p[4] for _, partitions in topics for p in partitions)
-        metrics.observe_request_errors("OffsetFetch", req.api_version, time.perf_counter() - started, codes)
+        _observe_request_errors("OffsetFetch", req.api_version, _perf_counter() - started, codes)
         return offset_fetch_response_frame(req.correlation_id, answers)
 
     def _fetch_query(self, inp: OffsetFetchInput, access: Access
@@ -148,7 +152,7 @@ class _CommitReply:
     def __init__(self, req: OffsetCommitWire, future: asyncio.Future[bytes]) -> None:
         self.req = req
         self.future = future
-        self.started = time.perf_counter()
+        self.started = _perf_counter()
         self.unknown: list[PartitionResult] = []
 
     def result(self, result: OffsetCommitResult) -> None:
@@ -159,8 +163,8 @@ class _CommitReply:
             return
         errors = {(r.topic, r.partition): int(r.error) for r in results}
         self.future.set_result(offset_commit_response_frame(self.req, errors))
-        metrics.observe_request_errors("OffsetCommit", self.req.api_version, time.perf_counter() - self.started,
-                                       errors.values())
+        _observe_request_errors("OffsetCommit", self.req.api_version, _perf_counter() - self.started,
+                                errors.values())
 
     def failed(self, e: BaseException) -> None:
         if not self.future.done():
