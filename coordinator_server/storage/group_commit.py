@@ -13,17 +13,17 @@ offsets in the completion are what a replication layer needs to wait for the hig
 
 One writer task drains the queue in rounds. It takes everything queued and, on the loop, each touched
 partition's sync plan (`PartitionLog.take_sync_plan`: it covers every write made so far, owns its file
-descriptors, and the loop may keep appending, even rolling segments, while it runs), then hands the
-round's plans to one sync thread; the loop closes the plans' descriptors once the thread is done with them,
-so that a syncfs round gives up the GIL only around its syncfs. When the round wrote to `SYNCFS_MIN_PARTITIONS` or more partitions on
-one filesystem, one syncfs(2) of it makes them all durable at once (`storage.syncfs`: one journal commit
-and one cache flush instead of one per file; on ext4, 40 partitions' fsyncs took ~2 ms and one syncfs
-~0.35 ms); otherwise, or with syncfs off (`--fsync-method fsync`, or a kernel that does not report its
-errors), the sync thread fsyncs each partition, at once on a small pool when there are several. While a
-round is on the disk the next one queues up, so under load one fsync covers many appends (group commit).
-Under policy `always` rounds are pipelined two deep: the next round's plans are queued on the sync thread
-as soon as they are taken, so its fsyncs start the moment the previous round's finish (never before: a
-failed fsync must be seen by the fsyncs after it), and rounds complete in order.
+descriptors, and the loop may keep appending, even rolling segments, while it runs), then hands the round's
+plans to one sync thread (the loop closes the plans' descriptors once the thread is done with them). When
+the round wrote to `SYNCFS_MIN_PARTITIONS` or more partitions on one filesystem, one syncfs(2) of it makes
+them all durable at once (`storage.syncfs`: one journal commit and one cache flush instead of one per file;
+on ext4, 40 partitions' fsyncs took ~2 ms and one syncfs ~0.35 ms); otherwise, or with syncfs off
+(`--fsync-method fsync`, or a kernel that does not report its errors), the sync thread fsyncs each
+partition, at once on a small pool when there are several. While a round is on the disk the next one queues
+up, so under load one fsync covers many appends (group commit). Under policy `always` rounds are pipelined
+two deep: the next round's plans are queued on the sync thread as soon as they are taken, so its fsyncs
+start the moment the previous round's finish (never before: a failed fsync must be seen by the fsyncs after
+it), and rounds complete in order.
 
 A round whose sync is one syncfs and nothing else (only data written to active segments, on one filesystem,
 through the system's own I/O) goes to that filesystem's syncfs thread instead (storage/syncfs_thread.py: a
@@ -46,9 +46,10 @@ Failure semantics
 * A failed fsync fences the partition (`Target.fenced`); a failed syncfs, which cannot say whose write-back
   failed, fences every partition of the round it covered (on the syncfs thread, of every round asked of it
   until the loop learned of the failure: its first failure is sticky): after one, the kernel may have
-  dropped the dirty pages and a retried fsync can report success for data that is gone. Every append of that round to the
-  partition, and of every later round, completes with StorageError (their fsyncs are not even tried), and
-  `submit` refuses the partition until the server restarts and recovery re-reads what is on disk.
+  dropped the dirty pages and a retried fsync can report success for data that is gone. Every append of that
+  round to the partition, and of every later round, completes with StorageError (their fsyncs are not even
+  tried), and `submit` refuses the partition until the server restarts and recovery re-reads what is on
+  disk.
 """
 from __future__ import annotations
 

@@ -106,9 +106,8 @@ SYSTEM_IO: Final = FileIO(syncfs=syncfs_call.SYSCALL)
 @dataclass
 class SyncPlan:
     """fsyncs taken from a PartitionLog by `take_sync_plan`, to run in an I/O thread. Runs once; its
-    descriptors are closed by `close`, which the writer calls on the loop once the sync thread is done with
-    the plan: an `os.close` in the sync thread gives up the GIL and waits to take it back, one handoff with
-    the loop per partition of a round (benchmarks/findings.md, session 14)."""
+    descriptors are closed by `close`, which the writer calls on the loop (that opened them) once the sync
+    thread is done with the plan."""
 
     file_io: FileIO
     rolled_fds: list[int]  # fsynced, then closed
