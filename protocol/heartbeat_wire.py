@@ -35,6 +35,10 @@ _INT32: Final = struct.Struct(">i")
 _RESPONSE_V0: Final = struct.Struct(">iih")  # size, correlation id, error code
 _RESPONSE_V1: Final = struct.Struct(">iiih")  # size, correlation id, throttle time, error code
 _RESPONSE_V4: Final = struct.Struct(">iibihb")  # size, correlation id, header tags, throttle, error code, body tags
+# The struct methods bound once: a method call on a `Struct` looks the method up on its type each time.
+_header_v4_at: Final = _HEADER_V4.unpack_from
+_int32_at: Final = _INT32.unpack_from
+_response_v4: Final = _RESPONSE_V4.pack
 
 
 class HeartbeatRequest(ValueClass):
@@ -69,7 +73,7 @@ def _parse(payload: bytes) -> HeartbeatRequest | None:
     version, correlation_id, client_id, pos = start
     if version >= FIRST_FLEXIBLE_VERSION:
         group_id, pos = string(payload, pos, True)
-        (generation_id,) = _INT32.unpack_from(payload, pos)
+        (generation_id,) = _int32_at(payload, pos)
         member_id, pos = string(payload, pos + 4, True)
         group_instance_id, pos = nullable_string(payload, pos, True)
         if payload[pos] != 0:  # body tagged fields
@@ -77,7 +81,7 @@ def _parse(payload: bytes) -> HeartbeatRequest | None:
         pos += 1
     else:
         group_id, pos = string(payload, pos, False)
-        (generation_id,) = _INT32.unpack_from(payload, pos)
+        (generation_id,) = _int32_at(payload, pos)
         member_id, pos = string(payload, pos + 4, False)
         group_instance_id = None
         if version >= 3:
@@ -92,7 +96,7 @@ def _parse_v4(payload: bytes) -> HeartbeatRequest | None:
     """Heartbeat v4 as librdkafka and kafka-python send it (a client id, one-byte compact lengths, no
     tagged fields, no instance id or a short one), in one pass with no helper calls: the hottest request
     of all. None for anything else, which `_parse` then reads field by field."""
-    api_key, version, correlation_id, n = _HEADER_V4.unpack_from(payload, 0)
+    api_key, version, correlation_id, n = _header_v4_at(payload, 0)
     if api_key != HEARTBEAT_API_KEY or version != 4 or n < 0:
         return None
     pos = 10 + n
@@ -104,7 +108,7 @@ def _parse_v4(payload: bytes) -> HeartbeatRequest | None:
         return None
     pos += 1 + g  # past the group id
     group_id = payload[pos - g + 1:pos].decode()
-    (generation_id,) = _INT32.unpack_from(payload, pos)
+    generation_id: int = _int32_at(payload, pos)[0]
     m = payload[pos + 4]
     if not 0 < m < 0x80:
         return None
@@ -129,7 +133,7 @@ def _parse_v4(payload: bytes) -> HeartbeatRequest | None:
 def heartbeat_response_frame(api_version: int, correlation_id: int, error_code: int) -> bytes:
     """The size-prefixed response, byte for byte what kafka-python encodes (throttle time 0)."""
     if api_version >= FIRST_FLEXIBLE_VERSION:
-        return _RESPONSE_V4.pack(12, correlation_id, 0, 0, error_code, 0)
+        return _response_v4(12, correlation_id, 0, 0, error_code, 0)
     if api_version >= 1:
         return _RESPONSE_V1.pack(10, correlation_id, 0, error_code)
     return _RESPONSE_V0.pack(6, correlation_id, error_code)
