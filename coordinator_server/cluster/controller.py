@@ -50,6 +50,9 @@ class ClusterView:
         self.on_topic: Callable[[str, TopicAssignment | None], None] = lambda name, topic: None
         self.on_brokers_changed: Callable[[], None] = lambda: None
         self._brokers: dict[int, zl.BrokerRegistration] = {}
+        # Each read of the brokers is numbered: a read of an older membership that finishes after a newer
+        # one (its ZooKeeper gets were slower) must not put the older list back.
+        self._brokers_reads = 0
         self._controller = -1
         self._topics: dict[str, TopicAssignment] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
@@ -95,7 +98,8 @@ class ClusterView:
 
     async def reread(self) -> list[PartitionState]:
         """Every partition state as ZooKeeper has it now (after a new session), also kept as the view."""
-        await self._read_brokers([str(b) for b in (await self.zk.brokers())])
+        self._brokers_reads += 1
+        await self._read_brokers([str(b) for b in (await self.zk.brokers())], self._brokers_reads)
         out = []
         for topic, p in sorted(self._watched):
             assignment = self._topics.get(topic)
@@ -117,14 +121,17 @@ class ClusterView:
         task.add_done_callback(self._tasks.discard)
 
     def _brokers_changed(self, children: list[str]) -> None:
-        self._spawn(self._read_brokers(children))
+        self._brokers_reads += 1
+        self._spawn(self._read_brokers(children, self._brokers_reads))
 
-    async def _read_brokers(self, children: list[str]) -> None:
+    async def _read_brokers(self, children: list[str], read: int) -> None:
         brokers = {}
         for child in children:
             got = await self.zk.get(zl.broker_path(int(child)))
             if got is not None:
                 brokers[int(child)] = zl.BrokerRegistration.decode(int(child), got[0])
+        if read != self._brokers_reads:
+            return  # a later membership's read applies (or has applied) its own list
         self._brokers = brokers
         self.on_brokers_changed()
 
