@@ -80,11 +80,15 @@ class Cluster:
         }
 
     def start_all(self) -> Cluster:
-        for node in self.nodes.values():
-            node.start(wait=False)
-        for node in self.nodes.values():
-            node.wait_listening()
-        self.wait_brokers()
+        try:
+            for node in self.nodes.values():
+                node.start(wait=False)
+            for node in self.nodes.values():
+                node.wait_listening()
+            self.wait_brokers()
+        except BaseException:
+            self.stop_all()  # a fixture that fails here gets no teardown: the nodes would outlive the run
+            raise
         return self
 
     def wait_brokers(self, timeout_s: float = 30.0) -> None:
