@@ -82,6 +82,8 @@ static int init(SyncfsThread *self, PyObject *args, PyObject *kwds) {
     pthread_cond_init(&self->wake, NULL);
     int rc = pthread_create(&self->thread, NULL, run, self);
     if (rc != 0) {
+        pthread_mutex_destroy(&self->mutex);
+        pthread_cond_destroy(&self->wake);
         close(self->event_fd);
         self->event_fd = -1;
         errno = rc;

@@ -563,14 +563,13 @@ def _close_when_done(plans: dict[Target, SyncPlan],
                      synced: concurrent.futures.Future[dict[Target, StorageError | None]]) -> None:
     """Close the plans' descriptors on the loop once the sync thread is done with them (it is, unless the
     awaiting task was cancelled mid-round: then the thread closes them when it finishes)."""
-    if synced.done():
+    def close_all(_: object = None) -> None:
         for plan in plans.values():
             plan.close()
-    else:
-        def close_all(_: object) -> None:
-            for plan in plans.values():
-                plan.close()
 
+    if synced.done():
+        close_all()
+    else:
         synced.add_done_callback(close_all)
 
 
