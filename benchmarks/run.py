@@ -27,6 +27,8 @@ from . import cluster, consumer_groups, pipeline, render, scenarios
 from .procs import ROOT
 
 SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "consumer", "cluster", "pipeline"]
+# The results a scenario writes besides the one of its own name (what `--merge-into` replaces).
+RESULT_KEYS = {"commits": ("commits", "offset_fetches", "commit_floor")}
 
 
 def machine() -> dict[str, Any]:
@@ -91,6 +93,7 @@ def run(quick: bool, only: list[str], profile: bool, recovery_records: int | Non
     if step("commits"):
         res["commits"] = [scenarios.commits(scale, work, fsync, c)
                           for fsync in ("always", "never") for c in scale.committers]
+        res["commit_floor"] = scenarios.commit_floor(scale, max(scale.committers))
         res["offset_fetches"] = [scenarios.offset_fetches(scale, work, c) for c in scale.fetchers]
         _done("commits", timings)
     if step("recovery"):
@@ -127,7 +130,8 @@ def merge(earlier: dict[str, Any], later: dict[str, Any], only: list[str]) -> di
         raise SystemExit("--merge-into needs --only: a full run replaces everything")
     merged = dict(earlier)
     for name in only:
-        merged[name] = later.get(name)
+        for key in RESULT_KEYS.get(name, (name,)):
+            merged[key] = later.get(key)
     merged["merged"] = [*earlier.get("merged", []), {
         "scenarios": only, "date": later["date"], "git": later["machine"]["git"],
         "total_seconds": later["total_seconds"], "machine": later["machine"]}]

@@ -260,6 +260,24 @@ def commits(scale: Scale, work: Path, fsync: str, committers: int) -> dict[str, 
         srv.stop()
 
 
+def commit_floor(scale: Scale, committers: int) -> dict[str, Any]:
+    """The canned-answer floor driven like `commits`: the most commits a second any Python server reaches
+    here with this many committers, whatever it does per commit. The group commit target's 20x one durable
+    committer is measured against it (docs/performance.md)."""
+    topic = "bench-topic"
+    floor = Floor(wire.commit_response(topic))
+    try:
+        frames = [[wire.commit_frame(f"committer-{c}", topic, o, correlation_id=o) for o in range(16)]
+                  for c in range(committers)]
+        result = _measured(floor.proc.pid, "127.0.0.1", floor.port, frames, connections=committers,
+                           warmup_s=scale.commit_warmup_s, duration_s=scale.commit_duration_s,
+                           error_offset=wire.commit_error_offset(topic))
+        result.update(committers=committers)
+        return result
+    finally:
+        floor.stop()
+
+
 def offset_fetches(scale: Scale, work: Path, fetchers: int) -> dict[str, Any]:
     """OffsetFetch of one committed partition, one group per fetcher (what each consumer sends after
     every assignment)."""

@@ -40,7 +40,7 @@ _SENTINEL = 0x7ABC
 __all__ = [
     "ApiVersionsRequest", "ApiVersionsResponse", "HeartbeatResponse", "JoinAnswer", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse",
     "SyncGroupRequest", "SyncGroupResponse",
-    "commit_error_offset", "commit_frame", "encode", "fetch_offsets_error_offset", "fetch_offsets_frame", "heartbeat_error_offset", "heartbeat_frame",
+    "commit_error_offset", "commit_frame", "commit_response", "encode", "fetch_offsets_error_offset", "fetch_offsets_frame", "heartbeat_error_offset", "heartbeat_frame",
     "heartbeat_response", "join_frame", "read_join_answer", "sync_error", "sync_frame",
 ]
 
@@ -81,12 +81,18 @@ def commit_frame(group_id: str, topic: str, offset: int, correlation_id: int = 1
     return encode(req, correlation_id)
 
 
-def commit_error_offset(topic: str) -> int:
+def commit_response(topic: str, error_code: int = 0, correlation_id: int = 1) -> bytes:
+    """The framed answer to `commit_frame`: the commit floor returns exactly this many bytes."""
     t = OffsetCommitResponse.OffsetCommitResponseTopic
     resp = OffsetCommitResponse[COMMIT_VERSION](throttle_time_ms=0, topics=[t(name=topic, partitions=[
-        t.OffsetCommitResponsePartition(partition_index=0, error_code=_SENTINEL)])])
-    resp.with_header(correlation_id=1)
-    return _offset_of(resp.encode(header=True, framed=True))
+        t.OffsetCommitResponsePartition(partition_index=0, error_code=error_code)])])
+    resp.with_header(correlation_id=correlation_id)
+    out: bytes = resp.encode(header=True, framed=True)
+    return out
+
+
+def commit_error_offset(topic: str) -> int:
+    return _offset_of(commit_response(topic, _SENTINEL))
 
 
 def fetch_offsets_frame(group_id: str, topic: str, correlation_id: int = 1) -> bytes:

@@ -129,3 +129,21 @@ def test_rebalance_cpu_in_process_completes_a_rebalance() -> None:
     out = run_json("benchmarks.rebalance_cpu", "20", "--repeat", "2")
     assert out["members"] == 20 and len(out["runs"]) == 2
     assert all(r["server_cpu_s"] > 0 and r["members_cpu_s"] > 0 for r in out["runs"])
+
+
+def test_commit_floor_answers_what_the_server_answers() -> None:
+    # The floor's canned commit answer is byte for byte the server's own (protocol/offset_commit_wire.py),
+    # so the commit floor row compares like with like.
+    from protocol.offset_commit_wire import offset_commit_response_frame, parse_offset_commit
+
+    frame = wire.commit_frame("g", "bench-topic", 7, correlation_id=42)
+    req = parse_offset_commit(bytes(frame[4:]))
+    assert req is not None
+    assert offset_commit_response_frame(req, {("bench-topic", 0): 0}) == wire.commit_response("bench-topic", correlation_id=42)
+    res = {"commits": [{"fsync": fsync, "committers": n, "rps": rps, "server_cpu_us_per_request": 20.0}
+                       for fsync, n, rps in (("always", 1, 1000.0), ("always", 128, 12000.0),
+                                             ("never", 1, 5000.0), ("never", 128, 30000.0))],
+           "commit_floor": {"committers": 128, "rps": 40000.0, "p50_us": 900.0, "server_cpu_us_per_request": 6.0}}
+    rows = render.table(res)
+    assert "| group commit ceiling: the floor's 128 committers vs 1 durable committer | 40.0x |" in rows
+    assert "durable: 0.30x the floor; 20x asks 0.50x" in rows
