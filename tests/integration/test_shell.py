@@ -18,6 +18,8 @@ from kafka.protocol.consumer import (
     LeaveGroupResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -454,6 +456,87 @@ def test_a_parked_join_holds_the_pipelined_requests_behind_it(server_factory: An
             if i == 0:
                 assert resp.error_code == 0 and resp.leader == resp.member_id  # it parked, then led the group
                 assert time.monotonic() - sent >= 0.5  # it waited out the delay; nothing overtook it
+
+
+def offset_commit(group: str, partition: int, offset: int) -> ApiMessage:
+    t = OffsetCommitRequest.OffsetCommitRequestTopic
+    return OffsetCommitRequest[8](
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, retention_time_ms=-1,
+        topics=[t(name="orders", partitions=[t.OffsetCommitRequestPartition(
+            partition_index=partition, committed_offset=offset, committed_leader_epoch=-1, commit_timestamp=-1,
+            committed_metadata="")])])
+
+
+def offset_fetch(group: str) -> ApiMessage:
+    g = OffsetFetchRequest.OffsetFetchRequestGroup
+    return OffsetFetchRequest[8](groups=[g(group_id=group, member_id=None, member_epoch=-1, topics=[
+        g.OffsetFetchRequestTopics(name="orders", partition_indexes=[0, 1, 2])])], require_stable=True)
+
+
+def fetched(resp: Any) -> dict[int, int]:
+    return {p.partition_index: p.committed_offset for t in resp.groups[0].topics for p in t.partitions}
+
+
+def test_pipelined_durable_commits_answered_in_order_and_seen_by_what_follows(server_factory: Any) -> None:
+    """Durable commits are answered from their group-commit round's completion while the loop serves other
+    connections: pipelined among requests answered at once, they are still answered in order, a fetch right
+    behind a commit on the same connection sees it, and so does a fetch on another connection sent once the
+    commit's answer is in."""
+    srv = server_factory(topic=["orders:3"])  # fsync always, the default: commits wait for their round
+    with connect(srv) as sock, connect(srv) as other:
+        for n in range(1, 31):
+            reqs: list[tuple[ApiMessage, Any]] = [
+                (offset_commit("pipe-a", 0, 100 * n), OffsetCommitResponse),
+                (offset_fetch("pipe-a"), OffsetFetchResponse),
+                (HeartbeatRequest[4](group_id="no-such-group", generation_id=1, member_id="m",
+                                     group_instance_id=None), HeartbeatResponse),
+                (offset_commit("pipe-a", 1, 100 * n + 1), OffsetCommitResponse),
+                (offset_commit("pipe-b", 2, 100 * n + 2), OffsetCommitResponse),
+                (offset_fetch("pipe-a"), OffsetFetchResponse),
+                (ApiVersionsRequest[3](client_software_name="a", client_software_version="1"), ApiVersionsResponse),
+            ]
+            blob = b""
+            for i, (req, _) in enumerate(reqs):
+                req.with_header(correlation_id=1000 * n + i, client_id="pipe")
+                blob += req.encode(header=True, framed=True)
+            sock.sendall(blob)
+            answers = []
+            for i, (req, resp_cls) in enumerate(reqs):
+                payload = recv_frame(sock)
+                assert payload is not None, f"closed before answer {i} of round {n}"
+                resp = resp_cls.decode(payload, version=req.API_VERSION, header=True)
+                assert resp.header.correlation_id == 1000 * n + i
+                answers.append(resp)
+            assert [p.error_code for i in (0, 3, 4) for t in answers[i].topics for p in t.partitions] == [0, 0, 0]
+            assert fetched(answers[1])[0] == 100 * n
+            after = fetched(answers[5])
+            assert (after[0], after[1]) == (100 * n, 100 * n + 1)
+            other_fetch = offset_fetch("pipe-b")
+            other_fetch.with_header(correlation_id=n, client_id="other")
+            other.sendall(other_fetch.encode(header=True, framed=True))
+            payload = recv_frame(other)
+            assert payload is not None
+            assert fetched(OffsetFetchResponse.decode(payload, version=8, header=True))[2] == 100 * n + 2
+
+
+def test_a_client_gone_before_its_durable_commit_is_answered_harms_no_one(server_factory: Any) -> None:
+    """Connections reset right after sending a commit, whose answers come once their round is durable: the
+    server keeps serving, and a commit on a live connection is answered and read back."""
+    srv = server_factory(topic=["orders:3"])
+    for n in range(30):
+        sock = connect(srv)
+        req = offset_commit("gone", 0, n)
+        req.with_header(correlation_id=n, client_id="gone")
+        sock.sendall(req.encode(header=True, framed=True))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+        sock.close()
+    with connect(srv) as sock:
+        answer = exchange(sock, offset_commit("gone", 1, 77), OffsetCommitResponse, 1)
+        assert [p.error_code for t in answer.topics for p in t.partitions] == [0]
+        offsets = fetched(exchange(sock, offset_fetch("gone"), OffsetFetchResponse, 2))
+        assert offsets[1] == 77
+        assert offsets[0] in {-1, *range(30)}  # a reset may come before the server read a commit
+    assert_serves(srv)
 
 
 # ------------------------------------------------------------------- group APIs through the runtime
