@@ -470,7 +470,9 @@ numbers depend on the machine; the ratios are the point. Nothing here is asserte
   `group.initial.rebalance.delay.ms`).
 - **Durable commits**: each committer is a connection committing one partition of its own group
   (OffsetCommit v8, generation -1), one request in flight; fsync `always` against `never`, same run, with
-  the default `--fsync-method auto` (a round over 4+ partitions made durable by one syncfs).
+  the default `--fsync-method auto` (a round over 4+ partitions made durable by one syncfs). The commit
+  floor is the Protocol floor driven the same way by the 128 committers, answering each with the server's
+  own commit answer: the most commits a second a Python server reaches here, whatever it does per commit.
 - **Recovery**: `preload.py` writes {res.get('recovery', {}).get('records', 0):,} offset commits over
   {res.get('recovery', {}).get('keys', 0):,} keys (10 per batch, ~8 segments per partition); start-up is timed
   to the listening socket, once before and three times after compacting with the server's own cleaner
