@@ -42,10 +42,13 @@ def test_group_metadata_rows_are_what_the_clients_joined(pipeline_run: PipelineR
         assert decoded == event["partitions"]
         assert row.protocol_type == "consumer" and row.protocol == "range"
         assert row.leader in members
-    # Every group's generations are all there, 0 (created) to the last, none skipped.
+    # Every group starts at generation 0 (written when a JoinGroup creates it), and every generation a
+    # client was assigned in is there (above). Others may be missing, as in Kafka: a generation whose
+    # rebalance went back to PreparingRebalance before the leader's SyncGroup (a member joined or left
+    # while the group was CompletingRebalance) is never written.
     for (node, group), gens in live.groupby(["node", "group"])["generation"]:
         gens = sorted({int(g) for g in gens})  # a float column: the tombstones' generation is null
-        assert gens == list(range(gens[-1] + 1)), (node, group)
+        assert gens[0] == 0, (node, group, gens)
 
 
 def test_offset_commit_rows_are_what_the_clients_committed(pipeline_run: PipelineRun) -> None:
