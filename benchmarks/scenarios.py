@@ -242,20 +242,27 @@ def rebalance(scale: Scale, work: Path, profile_to: Path | None = None,
 
 # -- durable offset commits -------------------------------------------------------------------------
 
+COMMIT_TOPIC = "bench-topic"
+
+
+def _drive_committers(scale: Scale, pid: int, port: int, committers: int) -> dict[str, Any]:
+    """The committers' load on a server (or the floor) at `port`, measured: one group per committer, so a
+    group's commits queue behind its lock and committers of different groups meet only in the log's group
+    commit."""
+    frames = [[wire.commit_frame(f"committer-{c}", COMMIT_TOPIC, o, correlation_id=o) for o in range(16)]
+              for c in range(committers)]
+    result = _measured(pid, "127.0.0.1", port, frames, connections=committers, warmup_s=scale.commit_warmup_s,
+                       duration_s=scale.commit_duration_s, error_offset=wire.commit_error_offset(COMMIT_TOPIC))
+    result.update(committers=committers)
+    return result
+
+
 def commits(scale: Scale, work: Path, fsync: str, committers: int) -> dict[str, Any]:
-    topic = "bench-topic"
     # Commits to partitions of unknown topics are refused: the topic must exist in the store.
-    srv = Server(_tmpdir(work, f"commits-{fsync}-{committers}"), {"fsync": fsync, "topic": f"{topic}:1"}).start()
+    srv = Server(_tmpdir(work, f"commits-{fsync}-{committers}"),
+                 {"fsync": fsync, "topic": f"{COMMIT_TOPIC}:1"}).start()
     try:
-        # One group per committer: a group's commits queue behind its lock, committers of different
-        # groups meet only in the log's group commit.
-        frames = [[wire.commit_frame(f"committer-{c}", topic, o, correlation_id=o) for o in range(16)]
-                  for c in range(committers)]
-        result = _measured(srv.pid, "127.0.0.1", srv.port, frames, connections=committers,
-                           warmup_s=scale.commit_warmup_s, duration_s=scale.commit_duration_s,
-                           error_offset=wire.commit_error_offset(topic))
-        result.update(fsync=fsync, committers=committers)
-        return result
+        return _drive_committers(scale, srv.pid, srv.port, committers) | {"fsync": fsync}
     finally:
         srv.stop()
 
@@ -264,16 +271,9 @@ def commit_floor(scale: Scale, committers: int) -> dict[str, Any]:
     """The canned-answer floor driven like `commits`: the most commits a second any Python server reaches
     here with this many committers, whatever it does per commit. The group commit target's 20x one durable
     committer is measured against it (docs/performance.md)."""
-    topic = "bench-topic"
-    floor = Floor(wire.commit_response(topic))
+    floor = Floor(wire.commit_response(COMMIT_TOPIC))
     try:
-        frames = [[wire.commit_frame(f"committer-{c}", topic, o, correlation_id=o) for o in range(16)]
-                  for c in range(committers)]
-        result = _measured(floor.proc.pid, "127.0.0.1", floor.port, frames, connections=committers,
-                           warmup_s=scale.commit_warmup_s, duration_s=scale.commit_duration_s,
-                           error_offset=wire.commit_error_offset(topic))
-        result.update(committers=committers)
-        return result
+        return _drive_committers(scale, floor.proc.pid, floor.port, committers)
     finally:
         floor.stop()
 

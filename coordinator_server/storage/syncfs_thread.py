@@ -9,9 +9,10 @@ for the GIL (~8 waits a round, ~95 µs each) as in syncfs itself, and the loop p
 syncfs and writes to an eventfd the loop watches, so a round costs the loop a mutex and a read.
 
 Rounds only go there when the syncfs is the whole sync: at least `SYNCFS_MIN_PARTITIONS` partitions on
-one filesystem (or fewer, joining a syncfs of it already under way), the system's own I/O (`SYSTEM_IO`: a test's seam keeps the Python path it counts), and
-every partition with nothing but data to make durable (`PartitionLog.only_data_unsynced`: a rolled
-segment's recovery point or a new directory entry takes the Python path, which writes them after the sync).
+one filesystem (or fewer, joining a syncfs of it already under way), the system's own I/O (`SYSTEM_IO`: a
+test's seam keeps the Python path it counts), and every partition with nothing but data to make durable
+(`PartitionLog.only_data_unsynced`: a rolled segment's recovery point or a new directory entry takes the
+Python path, which writes them after the sync).
 
 None when the C extension is not built (`COORDINATOR_PURE_PYTHON=1`, or not Linux): the Python sync thread
 then does every round, as before.
