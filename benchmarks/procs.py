@@ -139,8 +139,9 @@ def _listening_port(pid: int) -> int:
 
 
 class Floor:
-    def __init__(self, canned: bytes, kind: str = "protocol") -> None:
-        self.proc = subprocess.Popen([PY, "-m", "benchmarks.floor", canned.hex(), kind], stdout=subprocess.PIPE,
+    def __init__(self, canned: bytes, kind: str = "protocol", data_dir: Path | None = None) -> None:
+        args = [canned.hex(), kind] + ([str(data_dir)] if data_dir is not None else [])
+        self.proc = subprocess.Popen([PY, "-m", "benchmarks.floor", *args], stdout=subprocess.PIPE,
                                      text=True, cwd=ROOT)
         assert self.proc.stdout is not None
         self.port = int(json.loads(self.proc.stdout.readline())["port"])

@@ -74,6 +74,13 @@ def figures(res: dict[str, Any]) -> dict[str, Any]:
             # What the group commit target asks, against what any Python server reaches here at all.
             f["group_commit_ceiling"] = floor["rps"] / rate[("always", 1)]
             f["durable_vs_commit_floor"] = rate[("always", top)] / floor["rps"]
+        dfl = {d["committers"]: d["rps"] for d in res.get("durable_floor", [])}
+        if 1 in dfl and top in dfl:
+            # The group commit a server doing only the durable part of a commit shows here, and where the
+            # server's 128 committers stand against it.
+            f["durable_floor_gain"] = dfl[top] / dfl[1]
+            f["durable_vs_durable_floor"] = rate[("always", top)] / dfl[top]
+            f["group_commit_durable_ceiling"] = dfl[top] / rate[("always", 1)]
     if res.get("recovery"):
         f["recovery_before_rps"] = res["recovery"]["records_per_s_before"]
         f["recovery_after_rps"] = res["recovery"]["records_per_s_after"]
@@ -129,6 +136,11 @@ def _comparable(res: dict[str, Any]) -> dict[str, tuple[float, str, bool]]:
     if "durable_vs_commit_floor" in f:
         n = res["commit_floor"]["committers"]
         out[f"durable commits, {n} committers, x commit floor"] = (f["durable_vs_commit_floor"], "{:.2f}x", True)
+    for d in res.get("durable_floor", []):
+        out[f"durable floor, {d['committers']} committers, /s"] = (d["rps"], "{:,.0f}", True)
+    if "durable_floor_gain" in f:
+        out["durable floor group commit: 128 vs 1 committer"] = (f["durable_floor_gain"], "{:.1f}x", True)
+        out["durable commits, 128 committers, x durable floor"] = (f["durable_vs_durable_floor"], "{:.2f}x", True)
     for r in res.get("offset_fetches", []):
         out[f"offset fetch, {r['fetchers']} fetchers, /s"] = (r["rps"], "{:,.0f}", True)
     if "recovery_before_rps" in f:
@@ -243,6 +255,17 @@ def table(res: dict[str, Any]) -> str:
             lines.append(f"| group commit ceiling: the floor's {fl['committers']} committers vs 1 durable committer | "
                          f"{f['group_commit_ceiling']:.1f}x | 1 committer | durable: "
                          f"{f['durable_vs_commit_floor']:.2f}x the floor; 20x asks {need:.2f}x | — |")
+        for d in res.get("durable_floor", []):
+            lines.append(f"| durable floor (write + syncfs, canned answer), {d['committers']} committers | "
+                         f"{d['rps']:,.0f}/s, p50 {d['p50_us']:,.0f} µs{_cpu(d)} | — | — | — |")
+        if "durable_floor_gain" in f:
+            top = max(d["committers"] for d in res["durable_floor"])
+            need = TARGETS["group_commit_gain"] / f["group_commit_durable_ceiling"]
+            lines.append(f"| durable floor group commit: {top} vs 1 committer | {f['durable_floor_gain']:.1f}x | "
+                         f"its 1 committer | — | — |")
+            lines.append(f"| durable commits, {top} committers, x durable floor | "
+                         f"{f['durable_vs_durable_floor']:.2f}x | the durable floor's {top} committers | — | "
+                         f"20x one durable committer asks {need:.2f}x |")
         for n, us in f.get("commit_cpu_us", {}).items():
             if us is None:
                 continue

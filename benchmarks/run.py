@@ -28,7 +28,7 @@ from .procs import ROOT
 
 SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "consumer", "cluster", "pipeline"]
 # The results a scenario writes besides the one of its own name (what `--merge-into` replaces).
-RESULT_KEYS = {"commits": ("commits", "offset_fetches", "commit_floor")}
+RESULT_KEYS = {"commits": ("commits", "offset_fetches", "commit_floor", "durable_floor")}
 
 
 def machine() -> dict[str, Any]:
@@ -94,6 +94,7 @@ def run(quick: bool, only: list[str], profile: bool, recovery_records: int | Non
         res["commits"] = [scenarios.commits(scale, work, fsync, c)
                           for fsync in ("always", "never") for c in scale.committers]
         res["commit_floor"] = scenarios.commit_floor(scale, max(scale.committers))
+        res["durable_floor"] = [scenarios.durable_floor(scale, work, c) for c in scale.committers]
         res["offset_fetches"] = [scenarios.offset_fetches(scale, work, c) for c in scale.fetchers]
         _done("commits", timings)
     if step("recovery"):

@@ -278,6 +278,17 @@ def commit_floor(scale: Scale, committers: int) -> dict[str, Any]:
         floor.stop()
 
 
+def durable_floor(scale: Scale, work: Path, committers: int) -> dict[str, Any]:
+    """The durable floor (benchmarks/floor.py) driven like `commits`: what a Python server that only writes
+    each commit and waits for a syncfs before answering reaches with this many committers, on the disk
+    the servers' data directories are on."""
+    floor = Floor(wire.commit_response(COMMIT_TOPIC), "durable", _tmpdir(work, f"durable-floor-{committers}"))
+    try:
+        return _drive_committers(scale, floor.proc.pid, floor.port, committers)
+    finally:
+        floor.stop()
+
+
 def offset_fetches(scale: Scale, work: Path, fetchers: int) -> dict[str, Any]:
     """OffsetFetch of one committed partition, one group per fetcher (what each consumer sends after
     every assignment)."""

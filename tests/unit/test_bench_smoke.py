@@ -147,3 +147,32 @@ def test_commit_floor_answers_what_the_server_answers() -> None:
     rows = render.table(res)
     assert "| group commit ceiling: the floor's 128 committers vs 1 durable committer | 40.0x |" in rows
     assert "durable: 0.30x the floor; 20x asks 0.50x" in rows
+
+
+def test_durable_floor_writes_each_commit_before_answering_it(tmp_path: Path) -> None:
+    # Every commit answered was written to one of the floor's partition files first (the answers wait for
+    # a syncfs that started after the write), and the rows render against the server's.
+    data = tmp_path / "durable-floor"
+    floor = Floor(wire.commit_response(scenarios.COMMIT_TOPIC), "durable", data)
+    frames = [[wire.commit_frame(f"committer-{c}", scenarios.COMMIT_TOPIC, o, correlation_id=o) for o in range(4)]
+              for c in range(6)]
+    try:
+        result = run_loadgen("127.0.0.1", floor.port, frames, connections=6, warmup_s=0.0, duration_s=0.5,
+                             error_offset=wire.commit_error_offset(scenarios.COMMIT_TOPIC))
+    finally:
+        floor.stop()
+    assert result["requests"] > 0 and result["errors"] == 0
+    written = sum(f.stat().st_size for f in data.glob("*.log"))
+    assert written >= result["requests"] * min(len(f) for row in frames for f in row)
+    assert len([f for f in data.glob("*.log") if f.stat().st_size > 0]) == 6  # one partition per connection
+
+    res = {"commits": [{"fsync": fsync, "committers": n, "rps": rps, "server_cpu_us_per_request": 20.0}
+                       for fsync, n, rps in (("always", 1, 2000.0), ("always", 128, 16000.0),
+                                             ("never", 1, 5000.0), ("never", 128, 30000.0))],
+           "durable_floor": [{"committers": n, "rps": rps, "p50_us": 150.0, "server_cpu_us_per_request": 16.0}
+                             for n, rps in ((1, 6000.0), (128, 48000.0))]}
+    rows = render.table(res)
+    assert "| durable floor (write + syncfs, canned answer), 128 committers | 48,000/s, p50 150 µs" in rows
+    assert "| durable floor group commit: 128 vs 1 committer | 8.0x |" in rows
+    assert "| durable commits, 128 committers, x durable floor | 0.33x |" in rows
+    assert "20x one durable committer asks 0.83x" in rows
