@@ -496,6 +496,10 @@ numbers depend on the machine; the ratios are the point. Nothing here is asserte
   the default `--fsync-method auto` (a round over 4+ partitions made durable by one syncfs). The commit
   floor is the Protocol floor driven the same way by the 128 committers, answering each with the server's
   own commit answer: the most commits a second a Python server reaches here, whatever it does per commit.
+  The durable floor (`benchmarks/floor.py durable`) is driven by 1, 16 and 128 committers and does only
+  the durable part of a commit: the request written as it came to one of 50 files (one per connection),
+  answered after a syncfs by the server's own C syncfs thread asked for once a loop turn. Its 128-vs-1
+  ratio is the group commit a Python server with Kafka's partition layout shows at all on this machine.
 - **Recovery**: `preload.py` writes {res.get('recovery', {}).get('records', 0):,} offset commits over
   {res.get('recovery', {}).get('keys', 0):,} keys (10 per batch, ~8 segments per partition); start-up is timed
   to the listening socket, once before and three times after compacting with the server's own cleaner
