@@ -135,13 +135,16 @@ def kafka_python_consumer(a: argparse.Namespace) -> None:
         def on_partitions_assigned(self, assigned: Any) -> None:
             emit("assigned", gen=coord._generation.generation_id, partitions=sorted(tp.partition for tp in assigned))
 
-    # Topic metadata before the first join, as the README does: otherwise a leader may assign from empty
+    # Topic metadata after subscribing and before the first join: otherwise a leader may assign from empty
     # metadata and rejoin when it arrives, and kafka-python 3.0.12 drops that rejoin's SyncGroup result if
     # a poll(timeout_ms) expires between its JoinGroup and SyncGroup responses (ConsumerCoordinator.
     # need_rejoin() is then False, so join_group_async never collects the finished join task): the member
-    # stays REBALANCING with heartbeats disabled and no assignment, until its session expires.
-    assert consumer.partitions_for_topic(a.topic), f"no metadata for {a.topic}"
+    # stays REBALANCING with heartbeats disabled and no assignment, until its session expires. The
+    # coordinator's metadata snapshot is of the subscribed topics, rebuilt only when a metadata response
+    # arrives, so the round trip must come after `subscribe` (`topics()` always makes one; metadata fetched
+    # before it left the snapshot empty, and every first assignment was followed by the leader's rejoin).
     consumer.subscribe([a.topic], listener=Listener())
+    assert a.topic in consumer.topics(), f"no metadata for {a.topic}"
     commands = _stdin_commands()
     emit("started")
     paused = False

@@ -52,8 +52,8 @@ class ClassicMember:
             bootstrap_servers=srv.address, group_id=GROUP, client_id=name, auto_offset_reset="earliest",
             enable_auto_commit=True, auto_commit_interval_ms=200, session_timeout_ms=6000,
             heartbeat_interval_ms=300, metadata_max_age_ms=1000, fetch_max_wait_ms=50)
-        self.consumer.topics()  # metadata first (see the e2e tests: a kafka-python hang otherwise)
         self.consumer.subscribe([TOPIC], listener=_Listener(self))
+        self.consumer.topics()  # metadata after subscribing, before the first join (e2e_support.py says why)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()

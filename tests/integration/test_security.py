@@ -169,8 +169,8 @@ def produce_and_consume(cfg: dict[str, Any], topic: str, group: str, n: int = 5)
     producer.close()
     consumer = KafkaConsumer(group_id=group, auto_offset_reset="earliest", enable_auto_commit=False, **cfg)
     try:
-        consumer.topics()  # load metadata before subscribing (see the e2e tests: a kafka-python hang)
         consumer.subscribe([topic])
+        consumer.topics()  # metadata after subscribing, before the first join (e2e_support.py says why)
         got = []
         deadline = time.monotonic() + 30
         while len(got) < n and time.monotonic() < deadline:
