@@ -5,11 +5,18 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.test-installed
-# The request path's hot modules, compiled with mypyc by every editable install (setup.py,
-# docs/decisions.md "Build and compiled hot path"). Python imports a module's compiled .so before its .py,
-# so the build is redone whenever one of them changes (tests/conftest.py refuses to run on a stale one).
+BENCH_STAMP := $(VENV)/.bench-installed
+# The request path's hot modules, compiled with mypyc (setup.py, docs/decisions.md "Build and compiled hot
+# path"). Only $(BUILD_STAMP) compiles: every install step below installs with COORDINATOR_PURE_PYTHON=1
+# (dependencies and the editable package, no compiler), so a fresh clone builds once and a target rebuilds
+# only when a compiled source changes. Python imports a module's compiled .so before its .py, so the build is
+# redone whenever one of them changes (tests/conftest.py refuses to run on a stale one).
 COMPILED_SOURCES := $(shell sed -n 's/^    "\(.*\.\(py\|c\)\)",$$/\1/p' setup.py)
 BUILD_STAMP := $(VENV)/.compiled
+# The build requirements are in the venv ($(STAMP)), so no install needs pip's isolated build environment;
+# setuptools' warning that an editable install is one is no news here.
+EDITABLE := PYTHONWARNINGS=ignore $(PIP) install -q --no-build-isolation
+PURE_INSTALL := COORDINATOR_PURE_PYTHON=1 $(EDITABLE)
 
 HOST ?= 127.0.0.1
 PORT ?= 9092
@@ -18,26 +25,26 @@ PYTEST_ARGS ?=
 
 .PHONY: install build run test test-unit test-integration test-interop interop-deps cluster-deps cluster cluster-down compat-matrix lint clean bench bench-quick soak soak-hostile
 
+# The build requirements ([build-system] in pyproject.toml, mypy pinned) go into the venv with the package.
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# Each install compiles the hot modules again (about 80 s), so each marks the build fresh too. What an
-# earlier build left is removed first: a module no longer listed would still be imported compiled, against
-# another list's shared library (a crash on import).
-CLEAN_BUILD := rm -rf build/mypyc && find coordinator_server protocol -name '*.so' -delete && rm -f *__mypyc.*.so
 $(STAMP): $(PY) pyproject.toml setup.py
-	$(CLEAN_BUILD)
-	$(PIP) install -q -e .
-	touch $@ $(BUILD_STAMP)
+	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires']))" \
+		| $(PIP) install -q -r /dev/stdin
+	$(PURE_INSTALL) -e .
+	touch $@
 
 $(TEST_STAMP): $(STAMP)
-	$(PIP) install -q -e '.[test]'
-	touch $@ $(BUILD_STAMP)
+	$(PURE_INSTALL) -e '.[test]'
+	touch $@
 
+# What an earlier build left is removed first: a module no longer listed would still be imported compiled,
+# against another list's shared library (a crash on import). build_ext compiles on every core (setup.py).
 $(BUILD_STAMP): $(STAMP) $(COMPILED_SOURCES)
-	$(CLEAN_BUILD)
-	$(PIP) install -q --no-deps -e .
+	rm -rf build/mypyc && find coordinator_server protocol -name '*.so' -delete && rm -f *__mypyc.*.so
+	$(EDITABLE) --no-deps -e .
 	touch $@
 
 install: $(STAMP)
@@ -122,12 +129,11 @@ lint: $(TEST_STAMP)
 # librdkafka's mock cluster measured in the same run; the cluster scenario (ZooKeeper and three nodes, hence
 # cluster-deps) against a single node. `bench` (< 15 min on 2 cores) writes
 # benchmarks/results/<date>.json, docs/performance.md and its plot; `bench-quick` (< 3 min) only prints.
-BENCH_STAMP := $(VENV)/.bench-installed
 BENCH_ARGS ?=
 
 $(BENCH_STAMP): $(STAMP)
-	$(PIP) install -q -e '.[bench]'
-	touch $@ $(BUILD_STAMP)
+	$(PURE_INSTALL) -e '.[bench]'
+	touch $@
 
 bench: $(BENCH_STAMP) cluster-deps $(BUILD_STAMP)
 	$(PY) -m benchmarks.run --profile $(BENCH_ARGS)
@@ -145,8 +151,8 @@ PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PIPELINE_DIR ?= build/pipeline
 
 $(PIPELINE_STAMP): $(STAMP)
-	$(PIP) install -q -e '.[pipeline]'
-	touch $@ $(BUILD_STAMP)
+	$(PURE_INSTALL) -e '.[pipeline]'
+	touch $@
 
 pipeline-deps: $(PIPELINE_STAMP)
 	@command -v java >/dev/null && java -version 2>&1 | grep -q 'version "\(1[7-9]\|2[0-9]\)' || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null)

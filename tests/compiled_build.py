@@ -35,8 +35,10 @@ def extension_of(source: Path) -> Path | None:
 
 
 def source_of(path: Path, suffix: str = ".py") -> Path:
-    """The .py (or `suffix`) beside a module file, compiled (`name.cpython-311-x86_64-linux-gnu.so`) or not."""
-    return path.with_name(path.name.split(".")[0] + suffix)
+    """The .py (or `suffix`) beside a module file, compiled (`name.cpython-311-x86_64-linux-gnu.so`) or not.
+    mypyc builds each module as two libraries (setup.py's separate build): `name.so`, what Python imports,
+    and `name__mypyc.so`, the compiled code it loads; both belong to `name.py`."""
+    return path.with_name(path.name.split(".")[0].removesuffix("__mypyc") + suffix)
 
 
 def module_name(source: Path) -> str:
