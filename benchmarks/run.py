@@ -23,6 +23,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from coordinator_server.cli import configure_logging
+
 from . import cluster, consumer_groups, pipeline, render, scenarios
 from .procs import ROOT
 
@@ -176,6 +178,9 @@ def main() -> None:
     ap.add_argument("--merge-into", type=Path, default=None,
                     help="with --only: the earlier results these scenarios replace (docstring)")
     args = ap.parse_args()
+    # Some scenarios run the server's core in process (consumer_groups): its events are logged at warning,
+    # as the servers the bench starts log, so the output is the progress lines and the table.
+    configure_logging("json", "warning")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-", dir="/var/tmp") as tmp:
         res = run(args.quick, args.only, args.profile, args.recovery_records, Path(tmp))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
+from tests.client_contract import kafka_python_subscribe
 from tests.cluster.cluster_support import Cluster, Node
 
 pytestmark = pytest.mark.integration
@@ -94,9 +95,10 @@ def kafka_python_member(servers: str, group: str) -> Member:
     from kafka import TopicPartition
     from kafka.structs import OffsetAndMetadata
 
-    consumer = KafkaConsumer(TOPIC, bootstrap_servers=servers.split(","), group_id=group,
+    consumer = KafkaConsumer(bootstrap_servers=servers.split(","), group_id=group,
                              auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
                              heartbeat_interval_ms=500, metadata_max_age_ms=1000)
+    kafka_python_subscribe(consumer, [TOPIC])
 
     def poll() -> list[tuple[int, int]]:
         batches = consumer.poll(timeout_ms=300, max_records=100)

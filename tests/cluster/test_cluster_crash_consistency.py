@@ -53,6 +53,7 @@ from kafka.protocol.consumer import (
 from kafka.structs import OffsetAndMetadata
 
 from coordinator_server.group.partitioner import partition_for
+from tests.client_contract import kafka_python_subscribe
 from tests.cluster.cluster_support import OFFSETS_PARTITIONS, Cluster, Node
 from tests.integration.group_client import Connection, ServerClosed
 
@@ -232,8 +233,7 @@ def run_consumer_member(cluster: Cluster, ledger: Ledger, name: str, rng: random
                 continue
             stats.members += 1
             try:
-                consumer.topics()  # metadata before subscribing (see tests/integration/test_security.py)
-                consumer.subscribe([TOPIC])
+                kafka_python_subscribe(consumer, [TOPIC])
                 live_until = time.monotonic() + rng.uniform(3.0, 10.0)
                 while not stop.is_set() and time.monotonic() < live_until:
                     consumer.poll(timeout_ms=100)

@@ -17,6 +17,8 @@ from kafka.structs import OffsetAndMetadata
 
 from coordinator_server.cli import main as cli_main
 
+from tests.client_contract import kafka_python_commit, kafka_python_join
+
 from .conftest import ServerFactory, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -63,17 +65,8 @@ def consumer(srv: ServerProcess) -> Iterator[KafkaConsumer]:
     c = KafkaConsumer(bootstrap_servers=srv.address, group_id=GROUP, client_id="billing-1",
                       enable_auto_commit=False, auto_offset_reset="earliest", request_timeout_ms=10_000)
     try:
-        # Load the topic's metadata before joining, so the leader's first assignment already covers all
-        # three partitions: otherwise the metadata arriving mid-join makes kafka-python rejoin at once, and
-        # that second rebalance sometimes left the consumer without an assignment for 20 s+ (see the report).
-        assert c.partitions_for_topic(TOPIC) == {0, 1, 2}
-        c.subscribe([TOPIC])
-        deadline = time.monotonic() + 20
-        while len(c.assignment()) < 3:
-            assert time.monotonic() < deadline, "the consumer got no assignment:\n" + "\n".join(
-                srv.stderr_lines()[-40:])
-            c.poll(200)
-        c.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1) for p, o in COMMITTED.items()})
+        kafka_python_join(c, [TOPIC], 3, diagnostics=lambda: "\n".join(srv.stderr_lines()[-40:]))
+        kafka_python_commit(c, {TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1) for p, o in COMMITTED.items()})
         yield c
     finally:
         c.close(autocommit=False)

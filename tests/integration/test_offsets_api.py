@@ -26,6 +26,8 @@ from kafka.protocol.consumer import (
 )
 from kafka.structs import OffsetAndMetadata
 
+from tests.client_contract import confluent_commit, kafka_python_commit, kafka_python_join
+
 from .conftest import ServerFactory, ServerProcess
 from .group_client import (
     ILLEGAL_GENERATION,
@@ -289,14 +291,7 @@ def test_member_generation_and_state_rules(srv: ServerProcess, conn: Connection)
 def subscribed_consumer(srv: ServerProcess, group: str, topic: str) -> KafkaConsumer:
     consumer = KafkaConsumer(bootstrap_servers=srv.address, group_id=group, enable_auto_commit=False,
                              session_timeout_ms=6000, heartbeat_interval_ms=500)
-    # Metadata first (see e2e_support.kafka_python_consumer: kafka-python 3.0.12 can drop the SyncGroup
-    # result of a metadata-triggered rejoin when poll() times out mid-rebalance, and then never recovers).
-    assert consumer.partitions_for_topic(topic)
-    consumer.subscribe([topic])
-    deadline = time.monotonic() + 20
-    while not consumer.assignment():
-        assert time.monotonic() < deadline, "the consumer got no assignment"
-        consumer.poll(timeout_ms=1000)
+    kafka_python_join(consumer, [topic], bool)
     return consumer
 
 
@@ -410,7 +405,7 @@ def test_kafka_python_admin_client(srv: ServerProcess, conn: Connection) -> None
     consumer = subscribed_consumer(srv, "adm-live", "a")
     admin = KafkaAdminClient(bootstrap_servers=srv.address, client_id="offsets-admin", request_timeout_ms=10_000)
     try:
-        consumer.commit({TopicPartition("a", 0): OffsetAndMetadata(3, "md", -1)})
+        kafka_python_commit(consumer, {TopicPartition("a", 0): OffsetAndMetadata(3, "md", -1)})
         groups = {g["group_id"]: g for g in admin.list_groups()}
         assert groups["adm-empty"] == {"group_id": "adm-empty", "protocol_type": "", "group_state": "Empty",
                                        "group_type": "classic"}
@@ -468,7 +463,7 @@ def test_confluent_kafka_admin_client(srv: ServerProcess, conn: Connection) -> N
         while not consumer.assignment():
             assert time.monotonic() < deadline, "no assignment"
             consumer.poll(0.1)
-        consumer.commit(offsets=[CTP("a", 0, 3)], asynchronous=False)
+        confluent_commit(consumer, offsets=[CTP("a", 0, 3)])
         admin = AdminClient({"bootstrap.servers": srv.address})
 
         listed = admin.list_consumer_groups(request_timeout=10).result()

@@ -58,6 +58,14 @@ from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatResponse,
 )
 
+from tests.client_contract import (
+    aiokafka_commit,
+    aiokafka_wait_assigned,
+    confluent_commit,
+    kafka_python_commit,
+    kafka_python_subscribe,
+)
+
 from .conftest import ServerFactory, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -169,8 +177,7 @@ def produce_and_consume(cfg: dict[str, Any], topic: str, group: str, n: int = 5)
     producer.close()
     consumer = KafkaConsumer(group_id=group, auto_offset_reset="earliest", enable_auto_commit=False, **cfg)
     try:
-        consumer.subscribe([topic])
-        consumer.topics()  # metadata after subscribing, before the first join (e2e_support.py says why)
+        kafka_python_subscribe(consumer, [topic])
         got = []
         deadline = time.monotonic() + 30
         while len(got) < n and time.monotonic() < deadline:
@@ -178,19 +185,9 @@ def produce_and_consume(cfg: dict[str, Any], topic: str, group: str, n: int = 5)
                 got += records
         assert len(got) == n
         from kafka import TopicPartition
-        from kafka.errors import RebalanceInProgressError
         from kafka.structs import OffsetAndMetadata
-        # kafka-python may join before its metadata names the topic and rejoin right after (its snapshot of
-        # the subscription changed): a commit in that window fails with RebalanceInProgressError, and the
-        # client's own advice is to poll, which completes the rebalance, and commit again.
         tp = TopicPartition(topic, 0)
-        while True:
-            try:
-                consumer.commit({tp: OffsetAndMetadata(n, "", -1)})
-                break
-            except RebalanceInProgressError:
-                assert time.monotonic() < deadline + 30, "the consumer's rebalance did not complete"
-                consumer.poll(timeout_ms=500)
+        kafka_python_commit(consumer, {tp: OffsetAndMetadata(n, "", -1)})
         assert consumer.committed(tp) == n
     finally:
         consumer.close()
@@ -254,7 +251,7 @@ def test_ssl_client_certificate_is_the_principal(server_factory: ServerFactory, 
         if msg is not None and msg.error() is None:
             got.append(msg)
     assert len(got) == 3
-    consumer.commit(asynchronous=False)
+    confluent_commit(consumer)
     consumer.close()
 
     # bob's certificate is valid but bob has no ACLs; a client without a certificate cannot connect at all.
@@ -436,7 +433,7 @@ def test_sasl_ssl_with_aiokafka_scram512_and_confluent_plain(server_factory: Ser
         if msg is not None and msg.error() is None:
             got.append(msg)
     assert len(got) == 3
-    consumer.commit(asynchronous=False)
+    confluent_commit(consumer)
     consumer.close()
     asyncio.run(_aiokafka_scram512(port, certs))
 
@@ -458,10 +455,13 @@ async def _aiokafka_scram512(port: int, certs: Path) -> None:
                                 enable_auto_commit=False, **cfg)
     await consumer.start()
     try:
-        got = await asyncio.wait_for(consumer.getmany(timeout_ms=5000), 20)
-        records = [r for rs in got.values() for r in rs]
+        await aiokafka_wait_assigned(consumer, 1)
+        records: list[Any] = []
+        deadline = time.monotonic() + 20
+        while not records and time.monotonic() < deadline:
+            records += [r for rs in (await consumer.getmany(timeout_ms=500)).values() for r in rs]
         assert records
-        await consumer.commit()
+        await aiokafka_commit(consumer)
         assert await consumer.committed(TopicPartition("orders-eu", 0)) is not None
     finally:
         await consumer.stop()

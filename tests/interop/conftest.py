@@ -278,7 +278,7 @@ def harness(server_factory: ServerFactory, request: pytest.FixtureRequest,  # no
     log_dir.mkdir(parents=True)
     # A short initial rebalance delay (Kafka's default is 3000 ms): clients send their first JoinGroup before
     # their own first Metadata answer, so with 0 the first leader assigns from an empty metadata snapshot
-    # and must rejoin at once — which trips a kafka-python 3.0.12 bug (see drivers/kafka_python_driver.py).
+    # and must rejoin at once — which trips a kafka-python 3.0.12 bug (tests/client_contract.py).
     # KIP-848 members' session timeout and heartbeat interval are the coordinator's: 3 s and 300 ms, as the
     # classic members' are in the scenarios that kill one.
     srv = server_factory(initial_rebalance_delay_ms=300, min_session_timeout_ms=500, log_level="debug",

@@ -18,6 +18,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor  # noqa: E4
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor  # noqa: E402
 from kafka.errors import KafkaError  # noqa: E402
 
+from tests.client_contract import kafka_python_subscribe  # noqa: E402
 from tests.interop.drivers.common import Ownership, Stop, emit, parse_args  # noqa: E402
 
 ASSIGNORS = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
@@ -71,14 +72,9 @@ def consume(args) -> None:  # type: ignore[no-untyped-def]
         metadata_max_age_ms=5000, reconnect_backoff_max_ms=500,
     )
     own = Ownership(args.stall_revoke_ms)
-    # kafka-python 3.0.12 drops the result of a metadata-triggered rejoin of the leader when a poll()
-    # times out between its JoinGroup and SyncGroup responses (ConsumerCoordinator.need_rejoin() turns
-    # False once the leader has assigned with the new metadata, so join_group_async never collects the
-    # finished join task): the member then sits with no assignment and no heartbeats until its session
-    # expires. The server's side was checked in such runs (every generation Stable, the SyncGroup
-    # answered). A longer poll leaves a rebalance far less often mid-flight; the servers of these tests
-    # also use a short initial rebalance delay so the first assignment sees the topic (conftest.py).
-    consumer.subscribe([args.topic], listener=Listener(own, consumer))
+    # Subscribe, then metadata: the order that keeps the leader from rejoining after its first assignment,
+    # the precondition of kafka-python 3.0.12's lost-join hang (tests/client_contract.py says why).
+    kafka_python_subscribe(consumer, [args.topic], Listener(own, consumer))
     try:
         # A commit that failed (a rebalance in between) is retried on the next poll even if that poll
         # brings no records: after the last batch there may be none, and the positions must still land.
