@@ -16,7 +16,6 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from coordinator_server.cli import main as cli_main
-
 from tests.client_contract import kafka_python_commit, kafka_python_join
 
 from .conftest import ServerFactory, ServerProcess

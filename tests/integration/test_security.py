@@ -57,7 +57,6 @@ from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-
 from tests.client_contract import (
     aiokafka_commit,
     aiokafka_wait_assigned,
