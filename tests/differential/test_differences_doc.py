@@ -1,0 +1,29 @@
+"""The "Differences from Apache Kafka" table of docs/compatibility.md is the differential tests' list of
+accepted differences: each row names a scenario that exists, says whether it is deliberate or a bug of the
+server, and why; and the section names the Kafka version tests/kafka/pom.xml pins."""
+from __future__ import annotations
+
+import re
+
+from tests.differential import test_admin, test_group_protocol, test_offsets  # noqa: F401  (registers them)
+from tests.differential.harness import DOC, REPO, SCENARIOS, SECTION, documented
+
+KINDS = {"deliberate", "bug"}
+
+
+def test_every_row_names_a_scenario_a_kind_and_a_reason() -> None:
+    rows = documented()
+    for row in rows:
+        assert row.difference.scenario in SCENARIOS, f"no scenario {row.difference.scenario!r}: {row}"
+        assert row.kind in KINDS, f"kind must be one of {sorted(KINDS)}: {row}"
+        assert len(row.why) > 10, f"say why: {row}"
+    assert len(set(r.difference for r in rows)) == len(rows), "a row is listed twice"
+
+
+def test_section_names_the_pinned_kafka_version() -> None:
+    pom = (REPO / "tests" / "kafka" / "pom.xml").read_text()
+    match = re.search(r"<kafka.version>([^<]+)</kafka.version>", pom)
+    assert match
+    text = DOC.read_text(encoding="utf-8")
+    body = text[text.index(f"## {SECTION}"):]
+    assert f"Apache Kafka {match.group(1)}" in body
