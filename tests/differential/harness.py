@@ -11,8 +11,8 @@ different between two brokers answering the same requests:
 - throttle times, the coordinator's node id, host and port, and the finalized-features epoch become
   placeholders (an error answer's -1 / "" stay as they are);
 - error codes are shown as NAME (code);
-- the lists whose order carries no meaning (a group's members, DescribeGroups' and ListGroups' groups,
-  ApiVersions' APIs and features) are sorted or keyed by name;
+- the lists whose order carries no meaning (a group's members, the per-group answers of DescribeGroups,
+  DeleteGroups and ListGroups, ApiVersions' APIs and features) are sorted or keyed by name;
 - ListGroups keeps only the groups the scenario made (both brokers serve the whole test session's groups).
 
 Each difference left is a (scenario, field, Kafka's value, the server's value) and fails the test unless the
@@ -142,8 +142,8 @@ def _normalise(value: Any, key: str, ids: _Ids, prefix: str) -> Any:
         items = [_normalise(v, key, ids, prefix) for v in value]
         if key in ("members",) and all(isinstance(i, dict) and "member_id" in i for i in items):
             items.sort(key=lambda i: str(i["member_id"]))
-        if key == "groups" and all(isinstance(i, dict) and "group_id" in i and "members" in i for i in items):
-            items.sort(key=lambda i: str(i["group_id"]))  # DescribeGroups
+        if items and all(isinstance(i, dict) and "group_id" in i for i in items):
+            items.sort(key=lambda i: str(i["group_id"]))  # answers per group: DescribeGroups, DeleteGroups
         if key == "groups" and all(isinstance(i, dict) and "group_id" in i and set(i) <= _LIST_GROUPS_FIELDS
                                    for i in items):
             items = sorted((i for i in items if str(i["group_id"]).startswith(prefix)), key=lambda i: str(i["group_id"]))

@@ -6,11 +6,14 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import pytest
+from kafka.protocol.admin import DeleteGroupsRequest, DeleteGroupsResponse
+from kafka.protocol.consumer import LeaveGroupRequest, LeaveGroupResponse
 
 from tests.differential.harness import Run, scenario
 from tests.differential.steps import (
     UNKNOWN_MEMBER,
     await_rebalance,
+    call,
     commit,
     describe,
     heartbeat,
@@ -216,3 +219,61 @@ def rebalance_in_progress(run: Run) -> None:
 
 def test_rebalance_in_progress(differential: Callable[[str], None]) -> None:
     differential("rebalance-in-progress")
+
+
+@scenario("static-membership")
+def static_membership(run: Run) -> None:
+    """A static member (group.instance.id) restarts: its rejoin with no member id gets a new id and the old
+    id is fenced; a second instance id joins and both leave in one batched LeaveGroup."""
+    first = member(run, "client-s", group_instance_id="instance-1")
+    restarted = member(run, "client-s", group_instance_id="instance-1")
+    other = member(run, "client-t", group_instance_id="instance-2")
+    try:
+        run.record("s: join", first.join(5, member_id_required=False))
+        run.record("s: sync", first.sync({first.member_id: b"s1"}, version=5))
+        run.record("s restarted: join", restarted.join(5, member_id_required=False))
+        heartbeat(run, first, "old id: heartbeat")
+        heartbeat(run, restarted, "new id: heartbeat")
+        heartbeat(run, restarted, "new id, other instance id: heartbeat", group_instance_id="instance-9")
+        run.record("old id: sync", first.sync({}, version=5))
+        pending_other = other.send_join(5, member_id_required=False)
+        await_rebalance(run, restarted, "new id: heartbeat, t joining")
+        run.record("s: rejoin", restarted.join(5, member_id_required=False))
+        run.record("t: join", pending_other.result())
+        describe(run, "describe", [restarted.group_id])
+        run.record("leave both and an unknown instance", restarted.hb_conn.call(
+            LeaveGroupRequest[5](group_id=restarted.group_id, members=[
+                LeaveGroupRequest.MemberIdentity(member_id="", group_instance_id="instance-1", reason="r"),
+                LeaveGroupRequest.MemberIdentity(member_id=other.member_id, group_instance_id="instance-2",
+                                                 reason="r"),
+                LeaveGroupRequest.MemberIdentity(member_id="", group_instance_id="instance-3", reason="r")]),
+            LeaveGroupResponse))
+        describe(run, "describe, after leaving", [restarted.group_id])
+    finally:
+        close_all([first, restarted, other])
+
+
+def test_static_membership(differential: Callable[[str], None]) -> None:
+    differential("static-membership")
+
+
+@scenario("delete-groups")
+def delete_groups(run: Run) -> None:
+    a = _stable(run)
+    gone = member(run, "client-b", group="empty")
+    try:
+        join_new(run, gone, "b")
+        run.record("b: sync", gone.sync({gone.member_id: b"b"}, version=5))
+        leave(run, gone, "b: leave")
+        for version in (0, 2):
+            call(run, f"delete v{version}", DeleteGroupsRequest[version](
+                groups_names=[a.group_id, run.group(f"nobody{version}"), ""]), DeleteGroupsResponse)
+        call(run, "delete the empty group", DeleteGroupsRequest[2](groups_names=[gone.group_id]), DeleteGroupsResponse)
+        describe(run, "describe", [a.group_id, gone.group_id])
+        heartbeat(run, a, "a: heartbeat")
+    finally:
+        close_all([a, gone])
+
+
+def test_delete_groups(differential: Callable[[str], None]) -> None:
+    differential("delete-groups")

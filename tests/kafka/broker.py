@@ -6,8 +6,10 @@
     broker.stop()
 
 Ready means more than listening: a fresh broker answers FindCoordinator with COORDINATOR_NOT_AVAILABLE until
-it has created `__consumer_offsets` and loaded its partitions, so `start` returns only once a FindCoordinator
-for a probe group answers with no error. The JVM is sized for a 2-core machine shared with other work.
+it has created `__consumer_offsets`, and a group request with NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS
+until the group's partition of it is loaded. So `start` returns only once a FindCoordinator for a probe group
+answers with no error and a DescribeGroups of one probe group per partition of `__consumer_offsets` answers
+every group with no error. The JVM is sized for a 2-core machine shared with other work.
 
 `python -m tests.kafka.broker [--port P] [--controller-port C] [--dir D]` runs one in the foreground
 (`make kafka`) until interrupted. A broker started here dies with the process that started it
@@ -35,6 +37,7 @@ from pathlib import Path
 with warnings.catch_warnings():
     # kafka-python 3.0.12 loads its schemas with deprecated importlib.resources calls on first import.
     warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
     from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,6 +45,7 @@ LIB_DIR = REPO / "build" / "kafka" / "lib"
 START_TIMEOUT_S = 180.0
 FIND_COORDINATOR_VERSION = 4  # batched (coordinator_keys); Kafka 4 serves v0-v6
 PROBE_GROUP = "kafka-beside-ready-probe"
+OFFSETS_PARTITIONS = 50  # Kafka's default, and the server's
 
 # Settings for one combined broker+controller on 2 cores. Every replication factor is 1 (one node) and the
 # first rebalance of a group is not delayed, as the server is run in the differential tests.
@@ -60,6 +64,7 @@ BROKER_SETTINGS = {
     "default.replication.factor": "1",
     "min.insync.replicas": "1",
     "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
     "share.coordinator.state.topic.replication.factor": "1",
@@ -176,10 +181,12 @@ class KafkaBroker:
                 raise RuntimeError(f"Kafka exited with {self.proc.returncode} before it was ready:\n{self.log_tail()}")
             try:
                 error = self.find_coordinator_error(PROBE_GROUP)
+                if error == 0:
+                    error = self.unloaded_partitions()
+                    if not error:
+                        return
             except OSError as e:
                 error = e
-            if error == 0:
-                return
             time.sleep(0.1)
         raise RuntimeError(f"Kafka was not ready in time (last: {error!r}):\n{self.log_tail()}")
 
@@ -193,6 +200,17 @@ class KafkaBroker:
             response = FindCoordinatorResponse.decode(_recv_exactly(sock, size), version=FIND_COORDINATOR_VERSION,
                                                       header=True)
         return int(response.coordinators[0].error_code)
+
+    def unloaded_partitions(self) -> list[int]:
+        """The partitions of `__consumer_offsets` whose probe group a DescribeGroups answers with an error."""
+        probes = _probe_groups(OFFSETS_PARTITIONS)
+        request = DescribeGroupsRequest[5](groups=list(probes), include_authorized_operations=False)
+        request.with_header(correlation_id=2, client_id="kafka-beside")
+        with socket.create_connection((self.host, self.port), timeout=5.0) as sock:
+            sock.sendall(request.encode(header=True, framed=True))
+            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+            response = DescribeGroupsResponse.decode(_recv_exactly(sock, size), version=5, header=True)
+        return sorted(probes[g.group_id] for g in response.groups if g.error_code != 0)
 
     def log_tail(self, lines: int = 40) -> str:
         with contextlib.suppress(OSError):
@@ -213,6 +231,30 @@ class KafkaBroker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def _java_string_hash(text: str) -> int:
+    h = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _probe_groups(partitions: int) -> dict[str, int]:
+    """One group id for each partition of `__consumer_offsets` (a group's partition is the absolute value of
+    the Java hash code of its id, modulo the partition count; the most negative hash counts as 0)."""
+    probes: dict[str, int] = {}
+    covered: set[int] = set()
+    i = 0
+    while len(covered) < partitions:
+        group = f"{PROBE_GROUP}-{i}"
+        h = _java_string_hash(group)
+        p = (0 if h == -(1 << 31) else abs(h)) % partitions
+        if p not in covered:
+            covered.add(p)
+            probes[group] = p
+        i += 1
+    return probes
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
