@@ -8,6 +8,7 @@ different between two brokers answering the same requests:
 
 - a member id is the client id (or group instance id) followed by a random UUID: the UUID becomes
   `<uuid N>`, numbered in order of first appearance (so "the same member" still compares equal);
+- a topic id (random per broker) becomes `<topic id N>`, numbered likewise;
 - throttle times, the coordinator's node id, host and port, and the finalized-features epoch become
   placeholders (an error answer's -1 / "" stay as they are);
 - error codes are shown as NAME (code);
@@ -122,6 +123,10 @@ def api_names() -> dict[int, str]:
 class _Ids:
     def __init__(self) -> None:
         self.numbers: dict[str, int] = {}
+        self.topics: dict[uuid.UUID, int] = {}
+
+    def topic(self, value: uuid.UUID) -> str:
+        return f"<topic id {self.topics.setdefault(value, len(self.topics) + 1)}>"
 
     def member(self, value: str) -> str:
         match = _UUID.match(value)
@@ -148,6 +153,8 @@ def _normalise(value: Any, key: str, ids: _Ids, prefix: str) -> Any:
                                    for i in items):
             items = sorted((i for i in items if str(i["group_id"]).startswith(prefix)), key=lambda i: str(i["group_id"]))
         return items
+    if key == "topic_id" and isinstance(value, uuid.UUID) and value.int != 0:
+        return ids.topic(value)
     if key in _MEMBER_FIELDS and isinstance(value, str):
         return ids.member(value)
     if key in _PLACEHOLDERS:

@@ -48,7 +48,7 @@ PROBE_GROUP = "kafka-beside-ready-probe"
 OFFSETS_PARTITIONS = 50  # Kafka's default, and the server's
 
 # Settings for one combined broker+controller on 2 cores. Every replication factor is 1 (one node) and the
-# first rebalance of a group is not delayed, as the server is run in the differential tests.
+# first rebalance of a classic group is not delayed, as the server is run in the differential tests.
 BROKER_SETTINGS = {
     "process.roles": "broker,controller",
     "node.id": "1",
@@ -70,6 +70,11 @@ BROKER_SETTINGS = {
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
+    # A consumer group's (KIP-848) target assignment computed at once, on the heartbeat that needs it, on the
+    # coordinator's thread: what the server does. By default Kafka 4.4 batches it (at most once a second)
+    # off that thread, so when a member sees its new assignment would depend on timing.
+    "group.consumer.assignment.interval.ms": "0",
+    "group.consumer.assignor.offload.enable": "false",
     "auto.create.topics.enable": "true",
     "log.flush.interval.messages": str(2**63 - 1),
 }
@@ -240,16 +245,27 @@ def _java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+def offsets_partition(group_id: str, partitions: int = OFFSETS_PARTITIONS) -> int:
+    """The partition of `__consumer_offsets` (and so the coordinator) of a group: the absolute value of the
+    Java hash code of its id, modulo the partition count (the most negative hash counts as 0)."""
+    h = _java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def probe_group_for(group_id: str, partitions: int = OFFSETS_PARTITIONS) -> str:
+    """Another group id with the same coordinator as `group_id`."""
+    target = offsets_partition(group_id, partitions)
+    return next(g for i in range(100_000) if offsets_partition(g := f"probe-{i}-{group_id}", partitions) == target)
+
+
 def _probe_groups(partitions: int) -> dict[str, int]:
-    """One group id for each partition of `__consumer_offsets` (a group's partition is the absolute value of
-    the Java hash code of its id, modulo the partition count; the most negative hash counts as 0)."""
+    """One group id for each partition of `__consumer_offsets`."""
     probes: dict[str, int] = {}
     covered: set[int] = set()
     i = 0
     while len(covered) < partitions:
         group = f"{PROBE_GROUP}-{i}"
-        h = _java_string_hash(group)
-        p = (0 if h == -(1 << 31) else abs(h)) % partitions
+        p = offsets_partition(group, partitions)
         if p not in covered:
             covered.add(p)
             probes[group] = p
