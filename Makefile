@@ -54,7 +54,7 @@ build: $(BUILD_STAMP)
 run: $(BUILD_STAMP)
 	$(VENV)/bin/coordinator-server --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
-test: $(TEST_STAMP) interop-deps pipeline-deps cluster-deps $(BUILD_STAMP)
+test: $(TEST_STAMP) interop-deps pipeline-deps cluster-deps kafka-deps $(BUILD_STAMP)
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
 
 test-unit: $(TEST_STAMP) $(BUILD_STAMP)
