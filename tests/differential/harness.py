@@ -14,6 +14,7 @@ different between two brokers answering the same requests:
 - error codes are shown as NAME (code);
 - the lists whose order carries no meaning (a group's members, the per-group answers of DescribeGroups,
   DeleteGroups and ListGroups, ApiVersions' APIs and features) are sorted or keyed by name;
+- the random part of the scenario's group and topic names becomes `<prefix>`;
 - ListGroups keeps only the groups the scenario made (both brokers serve the whole test session's groups).
 
 Each difference left is a (scenario, field, Kafka's value, the server's value) and fails the test unless the
@@ -151,8 +152,10 @@ def _normalise(value: Any, key: str, ids: _Ids, prefix: str) -> Any:
             items.sort(key=lambda i: str(i["group_id"]))  # answers per group: DescribeGroups, DeleteGroups
         if key == "groups" and all(isinstance(i, dict) and "group_id" in i and set(i) <= _LIST_GROUPS_FIELDS
                                    for i in items):
-            items = sorted((i for i in items if str(i["group_id"]).startswith(prefix)), key=lambda i: str(i["group_id"]))
+            items = sorted((i for i in items if str(i["group_id"]).startswith("<prefix>")), key=lambda i: str(i["group_id"]))
         return items
+    if isinstance(value, str) and prefix in value:
+        value = value.replace(prefix, "<prefix>")
     if key == "topic_id" and isinstance(value, uuid.UUID) and value.int != 0:
         return ids.topic(value)
     if key in _MEMBER_FIELDS and isinstance(value, str):

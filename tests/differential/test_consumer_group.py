@@ -7,6 +7,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kafka.protocol.admin import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from protocol.consumer_group_messages import (
@@ -16,7 +23,7 @@ from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatResponse,
 )
 from tests.differential.harness import Run, scenario
-from tests.differential.steps import call, create_topic
+from tests.differential.steps import call, commit, create_topic
 from tests.integration.group_client import Connection, wait_until
 from tests.kafka.broker import OFFSETS_PARTITIONS, probe_group_for
 
@@ -135,3 +142,50 @@ def consumer_group(run: Run) -> None:
 
 def test_consumer_group(differential: Callable[[str], None]) -> None:
     differential("consumer-group")
+
+
+@scenario("consumer-group-offsets")
+def consumer_group_offsets(run: Run) -> None:
+    """Commits of a consumer group's member name its member epoch (OffsetCommit v9, OffsetFetch v9); a stale
+    or unknown one is refused. ListGroups tells the group's type."""
+    topic = f"{run.group_prefix}-t"
+    create_topic(run, topic, 2)
+    _await_topic_known(run, topic, 2)
+    a_id, _ = _member_ids()
+    a = Member(run, a_id, topic)
+    try:
+        a.heartbeat("a: join", full=True)
+        group = a.group_id
+        commit(run, "commit v9, member epoch", 9, group, topic, {0: 10, 1: 11}, generation=a.epoch,
+               member_id=a.member_id)
+        commit(run, "commit v9, stale epoch", 9, group, topic, {0: 12}, generation=a.epoch - 1,
+               member_id=a.member_id)
+        commit(run, "commit v9, epoch from the future", 9, group, topic, {0: 12}, generation=a.epoch + 1,
+               member_id=a.member_id)
+        commit(run, "commit v9, unknown member", 9, group, topic, {0: 12}, generation=a.epoch,
+               member_id="AAAAAAAAAAAAAAAAAAAA_w")
+        commit(run, "commit v8, as a classic member", 8, group, topic, {0: 12}, generation=a.epoch,
+               member_id=a.member_id)
+        commit(run, "commit v9, standalone", 9, group, topic, {0: 13})
+        g = OffsetFetchRequest.OffsetFetchRequestGroup
+        for label, member_id, epoch in [("fetch v9, member epoch", a.member_id, a.epoch),
+                                        ("fetch v9, stale epoch", a.member_id, a.epoch - 1),
+                                        ("fetch v9, unknown member", "AAAAAAAAAAAAAAAAAAAA_w", a.epoch),
+                                        ("fetch v9, no member", None, -1)]:
+            call(run, label, OffsetFetchRequest[9](groups=[g(group_id=group, member_id=member_id, member_epoch=epoch,
+                                                              topics=[g.OffsetFetchRequestTopics(
+                                                                  name=topic, partition_indexes=[0, 1])])],
+                                                    require_stable=True), OffsetFetchResponse)
+        call(run, "list v5, consumer", ListGroupsRequest[5](states_filter=[], types_filter=["consumer"]),
+             ListGroupsResponse)
+        call(run, "list v5, classic", ListGroupsRequest[5](states_filter=[], types_filter=["classic"]),
+             ListGroupsResponse)
+        call(run, "describe groups (classic API)", DescribeGroupsRequest[5](
+            groups=[group], include_authorized_operations=False), DescribeGroupsResponse)
+        a.heartbeat("a: leave", member_epoch=-1)
+    finally:
+        a.conn.close()
+
+
+def test_consumer_group_offsets(differential: Callable[[str], None]) -> None:
+    differential("consumer-group-offsets")
