@@ -126,6 +126,10 @@ def illegal_generation(run: Run) -> None:
                member_id=a.member_id)
         commit(run, "commit v2, generation + 1", 2, a.group_id, "t", {0: 1}, generation=a.generation_id + 1,
                member_id=a.member_id)
+        commit(run, "commit v8, standalone into a live group", 8, a.group_id, "t", {0: 1})
+        commit(run, "commit v8, no member id, right generation", 8, a.group_id, "t", {0: 1},
+               generation=a.generation_id)
+        commit(run, "commit v8, member id, generation -1", 8, a.group_id, "t", {0: 1}, member_id=a.member_id)
         heartbeat(run, a, "heartbeat, right generation")
     finally:
         a.close()
@@ -166,6 +170,8 @@ def inconsistent_protocol(run: Run) -> None:
         run.record("join v3, other protocol type", connect.join(3, member_id_required=False))
         run.record("join v3, no protocols", none.join(3, member_id_required=False))
         run.record("join v3 new group, empty protocol type", empty_type.join(3, member_id_required=False))
+        run.record("sync, other protocol type", a.sync({}, version=5, protocol_type="connect"))
+        run.record("sync, other protocol name", a.sync({}, version=5, protocol_name="roundrobin"))
         heartbeat(run, a, "heartbeat, group unchanged")
         describe(run, "describe", [a.group_id, empty_type.group_id])
     finally:
