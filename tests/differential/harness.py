@@ -7,7 +7,8 @@ responses are normalised and compared field by field. Normalising removes only w
 different between two brokers answering the same requests:
 
 - a member id is the client id (or group instance id) followed by a random UUID: the UUID becomes
-  `<uuid N>`, numbered in order of first appearance (so "the same member" still compares equal);
+  `<uuid N>`, numbered in order of first appearance (so "the same member" still compares equal); a member
+  id that is a UUID alone becomes `<uuid N, base64>` or `<uuid N, hex>` (its form is compared);
 - a topic id (random per broker) becomes `<topic id N>`, numbered likewise;
 - throttle times, the coordinator's node id, host and port, and the finalized-features epoch become
   placeholders (an error answer's -1 / "" stay as they are);
@@ -43,6 +44,8 @@ ABSENT = "absent"
 
 _UUID = re.compile(r"^(?P<prefix>.*)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _MEMBER_FIELDS = {"member_id", "leader"}
+_BASE64_UUID = re.compile(r"^[A-Za-z0-9_-]{22}$")
+_HEX_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _LIST_GROUPS_FIELDS = {"group_id", "protocol_type", "group_state", "group_type"}
 _PLACEHOLDERS = {"throttle_time_ms": "<throttle>", "finalized_features_epoch": "<epoch>"}
 
@@ -130,6 +133,10 @@ class _Ids:
         return f"<topic id {self.topics.setdefault(value, len(self.topics) + 1)}>"
 
     def member(self, value: str) -> str:
+        if _BASE64_UUID.match(value):  # a KIP-848 member id: a UUID in URL-safe base64
+            return f"<uuid {self.numbers.setdefault(value, len(self.numbers) + 1)}, base64>"
+        if _HEX_UUID.match(value):
+            return f"<uuid {self.numbers.setdefault(value, len(self.numbers) + 1)}, hex>"
         match = _UUID.match(value)
         if not match:
             return value

@@ -14,6 +14,7 @@ from kafka.protocol.admin import (
     ListGroupsResponse,
 )
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from protocol.consumer_group_messages import (
@@ -23,8 +24,8 @@ from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatResponse,
 )
 from tests.differential.harness import Run, scenario
-from tests.differential.steps import call, commit, create_topic
-from tests.integration.group_client import Connection, wait_until
+from tests.differential.steps import call, commit, create_topic, describe, heartbeat, join_new, leave
+from tests.integration.group_client import Connection, GroupMember, wait_until
 from tests.kafka.broker import OFFSETS_PARTITIONS, probe_group_for
 
 VERSION = 1  # the client makes its member id (KIP-1082)
@@ -189,3 +190,45 @@ def consumer_group_offsets(run: Run) -> None:
 
 def test_consumer_group_offsets(differential: Callable[[str], None]) -> None:
     differential("consumer-group-offsets")
+
+
+def _subscription(topic: str) -> bytes:
+    return bytes(ConsumerProtocolSubscription(version=1, topics=[topic], user_data=None,
+                                              owned_partitions=[]).encode(version=1))
+
+
+@scenario("mixed-group")
+def mixed_group(run: Run) -> None:
+    """A classic member (JoinGroup, SyncGroup, Heartbeat) joins a consumer group that has a KIP-848 member:
+    the coordinator assigns it, and moves partitions to it through the other member's revocation."""
+    topic = f"{run.group_prefix}-t"
+    create_topic(run, topic, 4)
+    _await_topic_known(run, topic, 4)
+    a_id, _ = _member_ids()
+    a = Member(run, a_id, topic)
+    b = GroupMember(run.target, run.group(), "client-b", session_timeout_ms=45_000, protocol_names=("range",),
+                    metadata=_subscription(topic))
+    try:
+        a.heartbeat("a: join", full=True)
+        a.heartbeat("a: heartbeat, owning all")
+        join_new(run, b, "b")
+        run.record("b: sync", b.sync({}, version=5))
+        a.heartbeat("a: heartbeat, told to revoke")
+        a.heartbeat("a: heartbeat, revoked")
+        heartbeat(run, b, "b: heartbeat")
+        run.record("b: rejoin", b.join(5, member_id_required=False))
+        run.record("b: sync again", b.sync({}, version=5))
+        heartbeat(run, b, "b: heartbeat, settled")
+        call(run, "describe (consumer groups API)", ConsumerGroupDescribeRequest[1](
+            group_ids=[run.group()], include_authorized_operations=False), ConsumerGroupDescribeResponse)
+        describe(run, "describe (classic API)", [run.group()])
+        leave(run, b, "b: leave")
+        a.heartbeat("a: heartbeat, after b left")
+        a.heartbeat("a: leave", member_epoch=-1)
+    finally:
+        a.conn.close()
+        b.close()
+
+
+def test_mixed_group(differential: Callable[[str], None]) -> None:
+    differential("mixed-group")
