@@ -1,9 +1,9 @@
 """KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe), the same requests to Kafka and to
 the server: two members share a topic through a revocation, one leaves, and the heartbeats a member can be
-refused."""
+refused; a consumer group's offsets (member epochs in OffsetCommit and OffsetFetch v9); a classic member
+joining a consumer group."""
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +15,6 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from protocol.consumer_group_messages import (
     ConsumerGroupDescribeRequest,
@@ -30,18 +29,6 @@ from tests.kafka.broker import OFFSETS_PARTITIONS, probe_group_for
 
 VERSION = 1  # the client makes its member id (KIP-1082)
 TopicPartitions = ConsumerGroupHeartbeatRequest.TopicPartitions
-
-
-def _topic_id(run: Run, topic: str) -> uuid.UUID:
-    request = MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(topic_id=None, name=topic)],
-                                  allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-    conn = Connection((run.target.host, run.target.port), "differential")
-    try:
-        topic_id = conn.call(request, MetadataResponse).topics[0].topic_id
-    finally:
-        conn.close()
-    assert isinstance(topic_id, uuid.UUID), topic_id
-    return topic_id
 
 
 class Member:
@@ -103,7 +90,6 @@ def consumer_group(run: Run) -> None:
     topic = f"{run.group_prefix}-t"
     create_topic(run, topic, 4)
     _await_topic_known(run, topic, 4)
-    topic_id = _topic_id(run, topic)
     a_id, b_id = _member_ids()
     a, b = Member(run, a_id, topic), Member(run, b_id, topic)
     try:
@@ -135,7 +121,6 @@ def consumer_group(run: Run) -> None:
         call(run, "describe, empty", ConsumerGroupDescribeRequest[1](group_ids=[run.group()],
                                                                      include_authorized_operations=False),
              ConsumerGroupDescribeResponse)
-        assert topic_id is not None
     finally:
         a.conn.close()
         b.conn.close()
