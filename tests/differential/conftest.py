@@ -40,8 +40,9 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerAdd
 
 @pytest.fixture(scope="session")
 def coordinator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The server, started without waiting: `targets` waits once Kafka is up, so the two start together."""
     srv = ServerProcess(tmp_path_factory.mktemp("differential-server"), {"initial_rebalance_delay_ms": 0})
-    srv.start()
+    srv.start(wait=False)
     yield srv
     if srv.running:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -49,7 +50,8 @@ def coordinator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc
 
 
 @pytest.fixture(scope="session")
-def targets(kafka_broker: BrokerAddress, coordinator: ServerProcess) -> list[Target]:
+def targets(coordinator: ServerProcess, kafka_broker: BrokerAddress) -> list[Target]:
+    coordinator.wait_listening()
     return [Target("kafka", kafka_broker.host, kafka_broker.port), Target("server", coordinator.host, coordinator.port)]
 
 
