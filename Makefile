@@ -54,7 +54,7 @@ build: $(BUILD_STAMP)
 run: $(BUILD_STAMP)
 	$(VENV)/bin/coordinator-server --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
-test: $(TEST_STAMP) interop-deps pipeline-deps cluster-deps $(BUILD_STAMP)
+test: $(TEST_STAMP) interop-deps pipeline-deps cluster-deps kafka-deps $(BUILD_STAMP)
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
 
 test-unit: $(TEST_STAMP) $(BUILD_STAMP)
@@ -176,3 +176,32 @@ pipeline-cluster: pipeline-deps $(BUILD_STAMP)
 	$(VENV)/bin/coordinator-server pipeline cluster-run --workers $(PIPELINE_WORKERS) --logs $(PIPELINE_DIR)/cluster/logs \
 		all $(PIPELINE_DIR)/demo/node-0 $(PIPELINE_DIR)/demo/node-1 --out $(PIPELINE_DIR)/cluster/out \
 		--server-log '$(PIPELINE_DIR)/demo/node-*/server-log.jsonl'
+
+# Apache Kafka beside the server (docs/kafka.md): the broker's jars from Maven Central, versions pinned by
+# tests/kafka/pom.xml, copied into build/kafka/lib; redone only when the pom changes. Maven (Debian's, with
+# its JDK) is installed when missing, and Java 17+ to run the broker. Idempotent and quiet once installed.
+.PHONY: kafka kafka-deps test-differential
+KAFKA_LIB := build/kafka/lib
+KAFKA_STAMP := build/kafka/.resolved
+KAFKA_PORT ?= 0
+KAFKA_CONTROLLER_PORT ?= 0
+
+$(KAFKA_STAMP): tests/kafka/pom.xml
+	@command -v mvn >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null)
+	@rm -rf $(KAFKA_LIB) && mkdir -p $(dir $(KAFKA_STAMP))
+	@echo "resolving Apache Kafka from Maven Central into $(KAFKA_LIB)"
+	@mvn -B -q -f tests/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(KAFKA_LIB) \
+		>$(dir $(KAFKA_STAMP))mvn.log 2>&1 || (cat $(dir $(KAFKA_STAMP))mvn.log; exit 1)
+	@touch $@
+
+kafka-deps: $(KAFKA_STAMP)
+	@command -v java >/dev/null && java -version 2>&1 | grep -q 'version "\(1[7-9]\|2[0-9]\)' || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null)
+
+# One KRaft broker (its own controller) in the foreground on KAFKA_PORT (default: a free one), a fresh log
+# dir each run; it prints its address once FindCoordinator answers, and Ctrl-C stops it.
+kafka: $(STAMP) kafka-deps
+	$(PY) -m tests.kafka.broker --port $(KAFKA_PORT) --controller-port $(KAFKA_CONTROLLER_PORT)
+
+# The same raw-wire scenarios against Kafka and against the server, answers compared (tests/differential).
+test-differential: $(TEST_STAMP) kafka-deps $(BUILD_STAMP)
+	$(PY) -m pytest tests/differential -p no:xdist $(PYTEST_ARGS)
