@@ -99,7 +99,8 @@ def describe_response(groups: list[ConsumerGroupDescription], version: int) -> A
         return member_cls(
             member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
             client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
-            subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assignment),
+            # Kafka describes a member with no regex with an empty one, not null.
+            subscribed_topic_regex=m.subscribed_topic_regex or "", assignment=assignment(m.assignment),
             target_assignment=assignment(m.target_assignment), **extra)
 
     return cls[version](throttle_time_ms=0, groups=[

@@ -82,9 +82,10 @@ class GroupAdmin:
         members = tuple(
             MemberDescription(
                 m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                # Metadata and assignment only mean something for a settled generation.
+                # The metadata is shown for a settled generation only; the assignment is the member's
+                # last one in every state, as Kafka describes a rebalancing group.
                 m.metadata(protocol) if stable and protocol is not None else b"",
-                m.assignment if stable else b"",
+                m.assignment,
             )
             for m in group.members.values()
         )

@@ -388,7 +388,8 @@ class RequestHandlers:
                         host=where.host if where is not None else "",
                         port=where.port if where is not None else -1,
                         error_code=int(err),
-                        error_message=None if err == Errors.NONE else err.message,
+                        # Kafka: an empty message for a key it answers without error.
+                        error_message="" if err == Errors.NONE else err.message,
                     )
                     for key in req.coordinator_keys
                     for err, where in (locate(key),)
@@ -396,7 +397,8 @@ class RequestHandlers:
             )
         error, where = locate(req.key)
         if where is not None:
-            node_id, host, port, message = where.node_id, where.host, where.port, None
+            # Kafka names the error in v1-3 even when there is none.
+            node_id, host, port, message = where.node_id, where.host, where.port, "NONE"
         else:
             node_id, host, port, message = -1, "", -1, error.message
         return FindCoordinatorResponse[version](

@@ -1,5 +1,5 @@
 """The "Differences from Apache Kafka" table of docs/compatibility.md is the differential tests' list of
-accepted differences: each row names a scenario that exists, says whether it is deliberate or a bug of the
+accepted differences: each row names a scenario that exists, says whether it is deliberate, a gap, or a bug of the
 server, and why; and the section names the Kafka version tests/kafka/pom.xml pins."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.differential.harness import DOC, REPO, SCENARIOS, SECTION, documented
 for _path in sorted(Path(__file__).parent.glob("test_*.py")):
     importlib.import_module(f"tests.differential.{_path.stem}")
 
-KINDS = {"deliberate", "bug"}
+KINDS = {"deliberate", "gap", "bug"}
 
 
 def test_every_row_names_a_scenario_a_kind_and_a_reason() -> None:
