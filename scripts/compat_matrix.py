@@ -3,6 +3,11 @@
 
     python -m pytest tests/interop -n 2 --junitxml=build/interop-junit.xml
     python scripts/compat_matrix.py build/interop-junit.xml docs/compatibility.md
+    python scripts/compat_matrix.py build/go-junit.xml docs/compatibility.md --keep docs/compatibility.md
+
+With --keep, a run of some cells (`-k`) updates only those: every cell, mixed group and tool the report does
+not hold is carried over from the given earlier matrix (result, footnote and client version), and the header
+names both runs.
 
 Cells: `test_interop[<client>:<scenario>]` and `test_mixed_group[mixed:<assignor>]`. Outcomes: pass, fail,
 "not supported by client" (skipped with that reason by the `unsupported` marker), "server bug" (an
@@ -20,15 +25,76 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs", "sarama", "kafka-go",
-           "platformatic-kafka", "confluent-kafka+consumer"]
+           "platformatic-kafka", "franz-go", "ibm-sarama", "kafka-go-0.4", "confluent-kafka+consumer",
+           "franz-go+consumer"]
 # How each client is named in the matrix (its package name where the test id cannot hold it).
-DISPLAY = {"sarama": "Sarama", "platformatic-kafka": "@platformatic/kafka"}
+DISPLAY = {"sarama": "Sarama", "platformatic-kafka": "@platformatic/kafka", "ibm-sarama": "Sarama (IBM)",
+           "kafka-go-0.4": "kafka-go 0.4"}
 # The group protocol a client row speaks: `<client>+consumer` is KIP-848's (group.protocol=consumer).
 CONSUMER_SUFFIX = "+consumer"
 
 
 def protocol_of(client: str) -> str:
     return "consumer (KIP-848)" if client.endswith(CONSUMER_SUFFIX) else "classic"
+
+
+def row_label(client: str, versions: dict[str, str]) -> str:
+    base = client.removesuffix(CONSUMER_SUFFIX)
+    return f"**{DISPLAY.get(base, base)}** {versions.get(client) or versions.get(base, '')}".strip()
+
+
+CELL = re.compile(r"^(?:✅ (?P<pass>pass)|⛔ not supported by client \[(?P<note>\d+)\]|🐞 fails: (?P<bug>.*)"
+                  r"|❌ fail(?::\s*(?P<fail>.*))?)$")
+
+
+def parse_cell(text: str, notes: list[str]) -> tuple[str, str] | None:
+    m = CELL.match(text.strip())
+    if m is None:
+        return None  # "not run", or something this script never writes
+    if m["pass"]:
+        return "pass", ""
+    if m["note"]:
+        return "not supported", notes[int(m["note"]) - 1]
+    if m["bug"] is not None:
+        return "server bug", m["bug"]
+    return "fail", m["fail"] or ""
+
+
+def previous_matrix(path: Path) -> tuple[dict[tuple[str, str], tuple[str, str]], dict[str, str],
+                                         dict[str, tuple[str, str, str]], dict[str, tuple[str, str]], str]:
+    """The cells, versions, mixed groups and tools of a matrix this script wrote, and its run line."""
+    text = path.read_text(encoding="utf-8")
+    notes = re.findall(r"^\d+\. (.*)$", text.split("Not supported by the client:", 1)[-1].split("\n## ", 1)[0],
+                       re.MULTILINE)
+    run = re.search(r"\): (run of .*?)\. Do not edit by hand", text)
+    cells: dict[tuple[str, str], tuple[str, str]] = {}
+    versions: dict[str, str] = {}
+    mixed: dict[str, tuple[str, str, str]] = {}
+    tools: dict[str, tuple[str, str]] = {}
+    names = {DISPLAY.get(c, c): c for c in {c.removesuffix(CONSUMER_SUFFIX) for c in CLIENTS}}
+    tool_tests = {tool: test for test, (tool, _) in TOOLS.items()}
+    by_display = {DISPLAY.get(c, c): c for c in CLIENTS}
+    for line in text.splitlines():
+        if not line.startswith("| "):
+            continue
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        label = re.match(r"^\*\*(?P<name>.+?)\*\*\s*(?P<version>.*)$", cols[0])
+        if label and len(cols) == 2 + len(SCENARIOS) and label["name"] in names:
+            base = names[label["name"]]
+            client = base + (CONSUMER_SUFFIX if cols[1].startswith("consumer") else "")
+            if label["version"]:
+                versions[client] = label["version"]
+            for scenario, cell in zip(SCENARIOS, cols[2:], strict=True):
+                if (parsed := parse_cell(cell, notes)) is not None:
+                    cells[client, scenario] = parsed
+        elif (group := re.match(r"^`(.+)`$", cols[0])) and len(cols) == 3:
+            if (parsed := parse_cell(cols[2], notes)) is not None:
+                members = "+".join(by_display.get(n.strip(), n.strip()) for n in cols[1].split(","))
+                mixed[group[1]] = (members, *parsed)
+        elif cols[0] in tool_tests and len(cols) == 3:
+            if (parsed := parse_cell(cols[2], notes)) is not None:
+                tools[tool_tests[cols[0]]] = parsed
+    return cells, versions, mixed, tools, run[1] if run else "an earlier run"
 SCENARIOS = {
     "join-range": "1 → 3 → 5 members with the range assignor: after each step every partition has exactly one "
                   "owner (and never two at once); the server selected `range`",
@@ -83,6 +149,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("junit")
     ap.add_argument("out")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="an earlier matrix: whatever this report does not hold is carried over from it")
+    ap.add_argument("--jobs", default="-n 2", help="how pytest ran the report's cells, for the header")
     a = ap.parse_args()
     root = ET.parse(a.junit).getroot()
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
@@ -105,9 +174,23 @@ def main() -> int:
         elif m := MIXED.match(name):
             members = next((p.get("value") for p in case.iter("property") if p.get("name") == "client"), "")
             mixed[m["group"]] = (members or "", *outcome(case))
-    if not cells:
+    if not cells and not mixed:
         print(f"no interop cells in {a.junit}", file=sys.stderr)
         return 1
+    ran = len(cells) + len(mixed) + len(tools)
+    kept_from = ""
+    if a.keep is not None and a.keep.exists():
+        old_cells, old_versions, old_mixed, old_tools, kept_from = previous_matrix(a.keep)
+        ran_clients = {c for c, _ in cells}
+        for key, value in old_cells.items():
+            cells.setdefault(key, value)
+        for client, version in old_versions.items():
+            if client not in ran_clients:
+                versions.setdefault(client, version)
+        for key, mvalue in old_mixed.items():
+            mixed.setdefault(key, mvalue)
+        for key, tvalue in old_tools.items():
+            tools.setdefault(key, tvalue)
 
     notes: list[str] = []
 
@@ -135,7 +218,9 @@ def main() -> int:
         "",
         "Generated by `make compat-matrix` (`scripts/compat_matrix.py` from the JUnit report of `tests/interop`): "
         f"run of {when[:19].replace('T', ' ')}" + (f" at commit `{commit}`" if commit else "")
-        + f", {wall:.0f} s wall time with `-n 2`. Do not edit by hand.",
+        + f", {wall:.0f} s wall time with `{a.jobs}`"
+        + (f" ({ran} cells; every other one from the {kept_from})" if kept_from else "")
+        + ". Do not edit by hand.",
         "",
         "Each cell runs real client code, one member per process (`tests/interop/drivers/`, "
         "`tests/interop/node/`, `tests/interop/go/`), against the real server started with "
@@ -155,9 +240,7 @@ def main() -> int:
         "|---|---|" + "---|" * len(SCENARIOS),
     ]
     for client in CLIENTS:
-        base = client.removesuffix(CONSUMER_SUFFIX)
-        row = [f"**{DISPLAY.get(base, base)}** {versions.get(client) or versions.get(base, '')}".strip(),
-               protocol_of(client)]
+        row = [row_label(client, versions), protocol_of(client)]
         for scenario in SCENARIOS:
             row.append(render(*cells[client, scenario]) if (client, scenario) in cells else "not run")
         lines.append("| " + " | ".join(row) + " |")

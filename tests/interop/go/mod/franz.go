@@ -130,7 +130,14 @@ func franzConsume(o options) error {
 			emit("records", map[string]interface{}{"recs": recs})
 		}
 	}
-	cl.Close() // commits in the revoke callback, then LeaveGroup (a dynamic member) or a KIP-848 leave
+	// Leaving commits in the revoke callback, then sends LeaveGroup (a dynamic classic member) or KIP-848's
+	// leave heartbeat; LeaveGroupContext, unlike Close, reports how the leave went.
+	leaveCtx, leaveCancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer leaveCancel()
+	if err := cl.LeaveGroupContext(leaveCtx); err != nil {
+		emit("leave_failed", map[string]interface{}{"error": err.Error()})
+	}
+	cl.Close()
 	return nil
 }
 
@@ -156,30 +163,32 @@ func franzAdmin(o options) error {
 	}
 	emit("admin", map[string]interface{}{"op": "list_groups", "groups": groups})
 
+	// Each describe answers for one kind of group: the other kind comes back as an error, which is reported.
 	described, err := adm.DescribeGroups(ctx, o.group)
 	if err != nil {
-		return fmt.Errorf("DescribeGroups: %w", err)
-	}
-	d := described[o.group]
-	members := []map[string]interface{}{}
-	for _, m := range d.Members {
-		parts := []int32{}
-		if c, ok := m.Assigned.AsConsumer(); ok {
-			for _, t := range c.Topics {
-				if t.Topic == o.topic {
-					parts = append(parts, t.Partitions...)
+		emit("admin", map[string]interface{}{"op": "describe_groups", "error": err.Error()})
+	} else {
+		d := described[o.group]
+		members := []map[string]interface{}{}
+		for _, m := range d.Members {
+			parts := []int32{}
+			if c, ok := m.Assigned.AsConsumer(); ok {
+				for _, t := range c.Topics {
+					if t.Topic == o.topic {
+						parts = append(parts, t.Partitions...)
+					}
 				}
 			}
+			members = append(members, map[string]interface{}{"member_id": m.MemberID, "client_id": m.ClientID,
+				"instance_id": m.InstanceID, "partitions": sortedCopy(parts)})
 		}
-		members = append(members, map[string]interface{}{"member_id": m.MemberID, "client_id": m.ClientID,
-			"instance_id": m.InstanceID, "partitions": sortedCopy(parts)})
+		fields := map[string]interface{}{"op": "describe_groups", "group": d.Group, "state": d.State,
+			"protocol": d.Protocol, "protocol_type": d.ProtocolType, "members": members}
+		if d.Err != nil {
+			fields["error"] = d.Err.Error()
+		}
+		emit("admin", fields)
 	}
-	fields := map[string]interface{}{"op": "describe_groups", "group": d.Group, "state": d.State,
-		"protocol": d.Protocol, "protocol_type": d.ProtocolType, "members": members}
-	if d.Err != nil {
-		fields["error"] = d.Err.Error()
-	}
-	emit("admin", fields)
 
 	consumer, err := adm.DescribeConsumerGroups(ctx, o.group)
 	if err != nil {
