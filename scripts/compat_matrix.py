@@ -72,7 +72,7 @@ def previous_matrix(path: Path) -> tuple[dict[tuple[str, str], tuple[str, str]],
     mixed: dict[str, tuple[str, str, str]] = {}
     tools: dict[str, tuple[str, str]] = {}
     names = {DISPLAY.get(c, c): c for c in {c.removesuffix(CONSUMER_SUFFIX) for c in CLIENTS}}
-    tool_tests = {tool: test for test, (tool, _) in TOOLS.items()}
+    tool_tests = {(tool, checked): test for test, (tool, checked) in TOOLS.items()}
     by_display = {DISPLAY.get(c, c): c for c in CLIENTS}
     for line in text.splitlines():
         if not line.startswith("| "):
@@ -91,9 +91,9 @@ def previous_matrix(path: Path) -> tuple[dict[tuple[str, str], tuple[str, str]],
             if (parsed := parse_cell(cols[2], notes)) is not None:
                 members = "+".join(by_display.get(n.strip(), n.strip()) for n in cols[1].split(","))
                 mixed[group[1]] = (members, *parsed)
-        elif cols[0] in tool_tests and len(cols) == 3:
-            if (parsed := parse_cell(cols[2], notes)) is not None:
-                tools[tool_tests[cols[0]]] = parsed
+        elif (len(cols) == 3 and (cols[0], cols[1]) in tool_tests
+              and (parsed := parse_cell(cols[2], notes)) is not None):
+            tools[tool_tests[cols[0], cols[1]]] = parsed
     return cells, versions, mixed, tools, run[1] if run else "an earlier run"
 SCENARIOS = {
     "join-range": "1 → 3 → 5 members with the range assignor: after each step every partition has exactly one "
@@ -104,9 +104,10 @@ SCENARIOS = {
                                "it keeps; the first member revokes exactly the 8 partitions that move",
     "leave": "one of 3 members closes (LeaveGroup; session timeout 30 s): the other two own everything",
     "crash": "one of 3 members is kill -9ed: its session (3 s) times out, the other two own everything",
-    "slow-member": "a member stops polling mid-rebalance (sleeps in its revoke callback, Sarama in its session's "
-                   "`Cleanup`; kcat, kafkajs, kafka-go and @platformatic/kafka, which have no such callback: "
-                   "SIGSTOP): it is dropped after the rebalance timeout (3 s) while the others own everything",
+    "slow-member": "a member stops polling mid-rebalance (sleeps in its revoke callback, Sarama 1.22 in its "
+                   "session's `Cleanup`, Sarama 1.61 as its first claim ends, kafka-go 0.4 as a partition "
+                   "reader of the ending generation returns; kcat, kafkajs, kafka-go 0.2.1 and "
+                   "@platformatic/kafka, which have no such callback: SIGSTOP): it is dropped after the rebalance timeout (3 s) while the others own everything",
     "server-restart": "2 members consume and commit 200 records; the server is kill -9ed and restarted (same "
                       "port and data); 100 more records: the group re-forms, nothing below the committed "
                       "offsets is delivered again, all 300 arrive",
@@ -120,6 +121,14 @@ TOOLS = {
         "(OK, lag 0), one moving but falling behind (WARN), one committing the same offset (ERR: STALL), one that "
         "stopped committing with lag (ERR: STOP); each partition's current lag and the group's total equal the "
         "log end minus the last commit"),
+    "test_kadm_lists_and_describes_groups[classic]": (
+        "kadm (franz-go)", "a classic group of two franz-go members: ListGroups shows it Stable with protocol type "
+        "`consumer`; DescribeGroups shows the `range` protocol and each member's assignment as the member "
+        "reports it, with no rebalance"),
+    "test_kadm_lists_and_describes_groups[consumer]": (
+        "kadm (franz-go)", "a KIP-848 group of two franz-go members: ListGroups shows it Stable, of group type "
+        "`consumer`; ConsumerGroupDescribe shows the coordinator's `range` assignor and each member's current "
+        "assignment as the member reports it"),
     "test_kcat_lists_and_reads_consumer_offsets": (
         "kcat", "`kcat -L` lists `__consumer_offsets` (50 partitions) and the topics; `kcat -C -t "
         "__consumer_offsets` prints the coordinator's records, which decode to the group's commits"),
@@ -230,9 +239,15 @@ def main() -> int:
         "cooperative-sticky, in `join-cooperative-sticky`; the server's session timeout of 3 s; in "
         "`static-membership` the member closes, leaving with epoch -2, instead of being kill -9ed, since KIP-848 "
         "releases an instance id only so), commit after processing (kcat: librdkafka's "
-        "auto-commit every 200 ms; kafkajs: `autoCommit` after each batch; Sarama: its offset manager every "
-        "200 ms; kafka-go and @platformatic/kafka: each message) and report every rebalance callback (kafka-go "
-        "has none: its reader's log lines say when it drops and takes partitions).",
+        "auto-commit every 200 ms; kafkajs: `autoCommit` after each batch; both Saramas: their offset manager "
+        "every 200 ms; franz-go: its auto-commit of what earlier polls returned every 200 ms, and a blocking "
+        "commit in its revoke callback; kafka-go and @platformatic/kafka: each message, kafka-go 0.4 through "
+        "its consumer group's generation, retried while the generation lasts) and report every rebalance "
+        "callback (kafka-go 0.2.1 has none: its reader's log lines say when it drops and takes partitions; "
+        "kafka-go 0.4's `ConsumerGroup` hands out each generation with its assignment and ends it by "
+        "cancelling the partition readers, which is the revoke; Sarama 1.61 starts and ends one claim per "
+        "partition). The Go clients of the module proxy (franz-go, Sarama (IBM), kafka-go 0.4) are pinned by "
+        "`tests/interop/go/mod/go.mod`; Sarama 1.22 and kafka-go 0.2.1 are Debian's.",
         "",
         "## Clients by scenario",
         "",
@@ -255,14 +270,16 @@ def main() -> int:
               "`OwnedPartitions`, KIP-429), which librdkafka, kafka-python and aiokafka leaders cannot parse "
               "(they assign it nothing): it has its own mixed group with the clients that read only the "
               "version-0 fields. @platformatic/kafka declares the version-0 layout it writes (its default "
-              "says 1, with the same effect).", "",
+              "says 1, with the same effect). kafka-go 0.4 writes the same version-1 label over the version-0 "
+              "layout (`groupMetadata` in consumergroup.go).", "",
               "| Group | Members | Result |", "|---|---|---|"]
     for group, (members, result, detail) in sorted(mixed.items()):
         names = ", ".join(DISPLAY.get(c, c) for c in members.split("+"))
         lines.append(f"| `{group}` | {names} | {render(result, detail)} |")
     lines += ["", "## Tools", "",
               "The tools operators point at a broker, reading `__consumer_offsets` as a topic "
-              "(`tests/interop/test_tools.py`): Burrow 1.2.1 (Debian's, on Debian's ZooKeeper) and kcat.", "",
+              "(`tests/interop/test_tools.py`): Burrow 1.2.1 (Debian's, on Debian's ZooKeeper) and kcat; and franz-go's "
+              "admin client kadm, which asks the coordinator itself (`tests/interop/test_interop.py`).", "",
               "| Tool | Checked | Result |", "|---|---|---|"]
     for test, (tool, checked) in TOOLS.items():
         result, detail = tools.get(test, ("not run", ""))

@@ -373,6 +373,9 @@ MIXED: dict[str, tuple[str, list[str]]] = {
     # aiokafka) cannot read it and assigns kafka-go nothing. So it shares a group with the clients that read
     # only the v0 fields, whichever of them leads; it is the one kill -9ed (it cannot leave, see NO_LEAVE).
     "roundrobin-kafka-go": ("roundrobin", ["sarama", "kafka-go", "platformatic-kafka", "kafkajs"]),
+    # The current Go clients with the two cooperative-sticky implementations of librdkafka and kafka-python.
+    "cooperative-sticky": ("cooperative-sticky", ["kafka-python", "franz-go", "confluent-kafka", "ibm-sarama"]),
+    "range-go": ("range", ["franz-go", "kafka-go-0.4", "ibm-sarama", "sarama"]),
 }
 
 
