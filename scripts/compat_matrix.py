@@ -271,7 +271,8 @@ def main() -> int:
               "(they assign it nothing): it has its own mixed group with the clients that read only the "
               "version-0 fields. @platformatic/kafka declares the version-0 layout it writes (its default "
               "says 1, with the same effect). kafka-go 0.4 writes the same version-1 label over the version-0 "
-              "layout (`groupMetadata` in consumergroup.go).", "",
+              "layout (`groupMetadata` in joingroup.go); franz-go and Sarama read such a subscription as "
+              "version 0, so it shares `range-go` with them, any of them leading.", "",
               "| Group | Members | Result |", "|---|---|---|"]
     for group, (members, result, detail) in sorted(mixed.items()):
         names = ", ".join(DISPLAY.get(c, c) for c in members.split("+"))

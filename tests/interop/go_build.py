@@ -23,6 +23,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,9 +89,23 @@ def driver_binary() -> Path:
     return _build(BINARY, list(SOURCE.glob("*.go")), [go, "build", "-ldflags", flags], env, SOURCE)
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", text)[:3])
+
+
+def _check_go_version(go: str) -> None:
+    """go.mod's `go` line is the oldest Go its dependencies build with; an older `go` would fail on it."""
+    wanted = re.search(r"^go (\S+)$", (MODULE_SOURCE / "go.mod").read_text(), re.MULTILINE)
+    have = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False).stdout.strip()
+    if wanted and (not have or _version(have) < _version(wanted[1])):
+        raise RuntimeError(f"tests/interop/go/mod needs Go >= {wanted[1]} (its go.mod); {go} is {have or 'unknown'}: "
+                           "put a newer Go first on PATH")
+
+
 @functools.cache
 def module_driver_binary() -> Path:
     go = _go()
+    _check_go_version(go)
     env = {"GO111MODULE": "on", "GOFLAGS": "-mod=readonly -modcacherw", "GOTOOLCHAIN": "local",
            "GOCACHE": str(GO_CACHE), "GOMODCACHE": str(GO_MODCACHE), "CGO_ENABLED": "0"}
     inputs = [*MODULE_SOURCE.glob("*.go"), MODULE_SOURCE / "go.mod", MODULE_SOURCE / "go.sum"]

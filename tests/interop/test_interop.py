@@ -374,6 +374,9 @@ MIXED: dict[str, tuple[str, list[str]]] = {
     # only the v0 fields, whichever of them leads; it is the one kill -9ed (it cannot leave, see NO_LEAVE).
     "roundrobin-kafka-go": ("roundrobin", ["sarama", "kafka-go", "platformatic-kafka", "kafkajs"]),
     # The current Go clients with the two cooperative-sticky implementations of librdkafka and kafka-python.
+    # In "range-go" kafka-go 0.4 writes the short subscription kafka-go 0.2.1 does; franz-go and both Saramas
+    # read a version-1 subscription that ends early as version 0 (franz-go's group_balancer.go, Sarama's
+    # consumer_group_members.go; Sarama 1.22 reads only version 0), so whichever of them leads assigns it.
     "cooperative-sticky": ("cooperative-sticky", ["kafka-python", "franz-go", "confluent-kafka", "ibm-sarama"]),
     "range-go": ("range", ["franz-go", "kafka-go-0.4", "ibm-sarama", "sarama"]),
 }
