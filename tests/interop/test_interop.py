@@ -25,6 +25,7 @@ cooperative-sticky) assignor, and the server's own evidence is its consumer grou
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -419,11 +420,23 @@ def test_kadm_lists_and_describes_groups(harness: Harness, protocol: str) -> Non
     members = [h.start(client, f"m{i}", group="interop", assignor="range", session_timeout_ms=6000,
                        client_id=f"kadm-m{i}") for i in (1, 2)]
     before = h.wait_partitioned(members, timeout_s=40)
-    admin = h.start("franz-go", "admin", role="admin")
-    assert admin.wait_exit(30) == 0, admin.describe()
+
+    def describe() -> dict[str, dict[str, Any]]:
+        admin = h.start("franz-go", f"admin-{len(h.members)}", role="admin")
+        assert admin.wait_exit(30) == 0, admin.describe()
+        admin.cleanup()
+        return {e["op"]: e for e in admin.evs("admin")}
+
+    # The members own their partitions before the coordinator has seen every one of them acknowledge its
+    # assignment (a KIP-848 member says so in its next heartbeat): the group is described until it is Stable.
+    ops = describe()
+    deadline = time.monotonic() + 20
+    while {g["group"]: g["state"] for g in ops["list_groups"]["groups"]}.get("interop") != "Stable":
+        assert time.monotonic() < deadline, f"the group never showed Stable: {ops}\n{h.report()}"
+        time.sleep(0.5)
+        ops = describe()
     after = {m.name: m.owned for m in members}
     assert after == before, f"the group rebalanced while it was described\n{h.report()}"
-    ops = {e["op"]: e for e in admin.evs("admin")}
     listed = {g["group"]: g for g in ops["list_groups"]["groups"]}
     assert listed["interop"]["protocol_type"] == "consumer", listed
     assert listed["interop"]["state"] == "Stable", listed
