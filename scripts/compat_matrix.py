@@ -94,7 +94,13 @@ def previous_matrix(path: Path) -> tuple[dict[tuple[str, str], tuple[str, str]],
         elif (len(cols) == 3 and (cols[0], cols[1]) in tool_tests
               and (parsed := parse_cell(cols[2], notes)) is not None):
             tools[tool_tests[cols[0], cols[1]]] = parsed
-    return cells, versions, mixed, tools, run[1] if run else "an earlier run"
+    # A matrix that was itself partly carried over names its runs oldest last; the cells kept here come from
+    # the oldest or from a partial run since (which one is not recorded per cell).
+    runs = re.findall(r"run of [^()]*?wall time with `[^`]*`", run[1]) if run else []
+    if not runs:
+        return cells, versions, mixed, tools, "an earlier run"
+    since = " or a partial run since" if len(runs) > 1 else ""
+    return cells, versions, mixed, tools, runs[-1] + since
 SCENARIOS = {
     "join-range": "1 → 3 → 5 members with the range assignor: after each step every partition has exactly one "
                   "owner (and never two at once); the server selected `range`",
