@@ -64,9 +64,11 @@ test-integration: $(TEST_STAMP) $(BUILD_STAMP)
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 # The interop suite's clients beyond the Python ones in the test extra: kcat (Debian), kafkajs and
-# @platformatic/kafka (npm, pinned by tests/interop/node/package-lock.json), Sarama and kafka-go (Debian's Go
-# and its packaged sources, built offline in GOPATH mode into build/interop-go by tests/interop/go_build.py),
-# and Burrow (Debian) for the lag-monitor test. Idempotent and quiet once installed.
+# @platformatic/kafka (npm, pinned by tests/interop/node/package-lock.json), Sarama 1.22 and kafka-go 0.2.1
+# (Debian's packaged sources, built offline in GOPATH mode), franz-go, IBM Sarama and kafka-go 0.4 (Go modules
+# pinned by tests/interop/go/mod/go.mod and go.sum, downloaded once from the module proxy into build/go-mod;
+# they need Go >= 1.26 on PATH, newer than Debian 12's golang-go), both drivers built into build/interop-go by
+# tests/interop/go_build.py, and Burrow (Debian) for the lag-monitor test. Idempotent and quiet once installed.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || ! command -v sudo >/dev/null || echo sudo)
 NODE_DIR := tests/interop/node
 INTEROP_DEBS := kcat golang-go golang-github-shopify-sarama-dev golang-github-segmentio-kafka-go-dev burrow

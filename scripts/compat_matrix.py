@@ -3,6 +3,11 @@
 
     python -m pytest tests/interop -n 2 --junitxml=build/interop-junit.xml
     python scripts/compat_matrix.py build/interop-junit.xml docs/compatibility.md
+    python scripts/compat_matrix.py build/go-junit.xml docs/compatibility.md --keep docs/compatibility.md
+
+With --keep, a run of some cells (`-k`) updates only those: every cell, mixed group and tool the report does
+not hold is carried over from the given earlier matrix (result, footnote and client version), and the header
+names both runs.
 
 The "Differences from Apache Kafka" section (written by hand, checked by tests/differential) is kept from the
 file being replaced.
@@ -23,15 +28,82 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs", "sarama", "kafka-go",
-           "platformatic-kafka", "confluent-kafka+consumer"]
+           "platformatic-kafka", "franz-go", "ibm-sarama", "kafka-go-0.4", "confluent-kafka+consumer",
+           "franz-go+consumer"]
 # How each client is named in the matrix (its package name where the test id cannot hold it).
-DISPLAY = {"sarama": "Sarama", "platformatic-kafka": "@platformatic/kafka"}
+DISPLAY = {"sarama": "Sarama", "platformatic-kafka": "@platformatic/kafka", "ibm-sarama": "Sarama (IBM)",
+           "kafka-go-0.4": "kafka-go 0.4"}
 # The group protocol a client row speaks: `<client>+consumer` is KIP-848's (group.protocol=consumer).
 CONSUMER_SUFFIX = "+consumer"
 
 
 def protocol_of(client: str) -> str:
     return "consumer (KIP-848)" if client.endswith(CONSUMER_SUFFIX) else "classic"
+
+
+def row_label(client: str, versions: dict[str, str]) -> str:
+    base = client.removesuffix(CONSUMER_SUFFIX)
+    return f"**{DISPLAY.get(base, base)}** {versions.get(client) or versions.get(base, '')}".strip()
+
+
+CELL = re.compile(r"^(?:✅ (?P<pass>pass)|⛔ not supported by client \[(?P<note>\d+)\]|🐞 fails: (?P<bug>.*)"
+                  r"|❌ fail(?::\s*(?P<fail>.*))?)$")
+
+
+def parse_cell(text: str, notes: list[str]) -> tuple[str, str] | None:
+    m = CELL.match(text.strip())
+    if m is None:
+        return None  # "not run", or something this script never writes
+    if m["pass"]:
+        return "pass", ""
+    if m["note"]:
+        return "not supported", notes[int(m["note"]) - 1]
+    if m["bug"] is not None:
+        return "server bug", m["bug"]
+    return "fail", m["fail"] or ""
+
+
+def previous_matrix(path: Path) -> tuple[dict[tuple[str, str], tuple[str, str]], dict[str, str],
+                                         dict[str, tuple[str, str, str]], dict[str, tuple[str, str]], str]:
+    """The cells, versions, mixed groups and tools of a matrix this script wrote, and its run line."""
+    text = path.read_text(encoding="utf-8")
+    notes = re.findall(r"^\d+\. (.*)$", text.split("Not supported by the client:", 1)[-1].split("\n## ", 1)[0],
+                       re.MULTILINE)
+    run = re.search(r"\): (run of .*?)\. Do not edit by hand", text)
+    cells: dict[tuple[str, str], tuple[str, str]] = {}
+    versions: dict[str, str] = {}
+    mixed: dict[str, tuple[str, str, str]] = {}
+    tools: dict[str, tuple[str, str]] = {}
+    names = {DISPLAY.get(c, c): c for c in {c.removesuffix(CONSUMER_SUFFIX) for c in CLIENTS}}
+    tool_tests = {(tool, checked): test for test, (tool, checked) in TOOLS.items()}
+    by_display = {DISPLAY.get(c, c): c for c in CLIENTS}
+    for line in text.splitlines():
+        if not line.startswith("| "):
+            continue
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        label = re.match(r"^\*\*(?P<name>.+?)\*\*\s*(?P<version>.*)$", cols[0])
+        if label and len(cols) == 2 + len(SCENARIOS) and label["name"] in names:
+            base = names[label["name"]]
+            client = base + (CONSUMER_SUFFIX if cols[1].startswith("consumer") else "")
+            if label["version"]:
+                versions[client] = label["version"]
+            for scenario, cell in zip(SCENARIOS, cols[2:], strict=True):
+                if (parsed := parse_cell(cell, notes)) is not None:
+                    cells[client, scenario] = parsed
+        elif (group := re.match(r"^`(.+)`$", cols[0])) and len(cols) == 3:
+            if (parsed := parse_cell(cols[2], notes)) is not None:
+                members = "+".join(by_display.get(n.strip(), n.strip()) for n in cols[1].split(","))
+                mixed[group[1]] = (members, *parsed)
+        elif (len(cols) == 3 and (cols[0], cols[1]) in tool_tests
+              and (parsed := parse_cell(cols[2], notes)) is not None):
+            tools[tool_tests[cols[0], cols[1]]] = parsed
+    # A matrix that was itself partly carried over names its runs oldest last; the cells kept here come from
+    # the oldest or from a partial run since (which one is not recorded per cell).
+    runs = re.findall(r"run of [^()]*?wall time with `[^`]*`", run[1]) if run else []
+    if not runs:
+        return cells, versions, mixed, tools, "an earlier run"
+    since = " or a partial run since" if len(runs) > 1 else ""
+    return cells, versions, mixed, tools, runs[-1] + since
 SCENARIOS = {
     "join-range": "1 → 3 → 5 members with the range assignor: after each step every partition has exactly one "
                   "owner (and never two at once); the server selected `range`",
@@ -41,9 +113,10 @@ SCENARIOS = {
                                "it keeps; the first member revokes exactly the 8 partitions that move",
     "leave": "one of 3 members closes (LeaveGroup; session timeout 30 s): the other two own everything",
     "crash": "one of 3 members is kill -9ed: its session (3 s) times out, the other two own everything",
-    "slow-member": "a member stops polling mid-rebalance (sleeps in its revoke callback, Sarama in its session's "
-                   "`Cleanup`; kcat, kafkajs, kafka-go and @platformatic/kafka, which have no such callback: "
-                   "SIGSTOP): it is dropped after the rebalance timeout (3 s) while the others own everything",
+    "slow-member": "a member stops polling mid-rebalance (sleeps in its revoke callback, Sarama 1.22 in its "
+                   "session's `Cleanup`, Sarama 1.61 as its first claim ends, kafka-go 0.4 as a partition "
+                   "reader of the ending generation returns; kcat, kafkajs, kafka-go 0.2.1 and "
+                   "@platformatic/kafka, which have no such callback: SIGSTOP): it is dropped after the rebalance timeout (3 s) while the others own everything",
     "server-restart": "2 members consume and commit 200 records; the server is kill -9ed and restarted (same "
                       "port and data); 100 more records: the group re-forms, nothing below the committed "
                       "offsets is delivered again, all 300 arrive",
@@ -57,6 +130,14 @@ TOOLS = {
         "(OK, lag 0), one moving but falling behind (WARN), one committing the same offset (ERR: STALL), one that "
         "stopped committing with lag (ERR: STOP); each partition's current lag and the group's total equal the "
         "log end minus the last commit"),
+    "test_kadm_lists_and_describes_groups[classic]": (
+        "kadm (franz-go)", "a classic group of two franz-go members: ListGroups shows it Stable with protocol type "
+        "`consumer`; DescribeGroups shows the `range` protocol and each member's assignment as the member "
+        "reports it, with no rebalance"),
+    "test_kadm_lists_and_describes_groups[consumer]": (
+        "kadm (franz-go)", "a KIP-848 group of two franz-go members: ListGroups shows it Stable, of group type "
+        "`consumer`; ConsumerGroupDescribe shows the coordinator's `range` assignor and each member's current "
+        "assignment as the member reports it"),
     "test_kcat_lists_and_reads_consumer_offsets": (
         "kcat", "`kcat -L` lists `__consumer_offsets` (50 partitions) and the topics; `kcat -C -t "
         "__consumer_offsets` prints the coordinator's records, which decode to the group's commits"),
@@ -99,6 +180,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("junit")
     ap.add_argument("out")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="an earlier matrix: whatever this report does not hold is carried over from it")
+    ap.add_argument("--jobs", default="-n 2", help="how pytest ran the report's cells, for the header")
     a = ap.parse_args()
     root = ET.parse(a.junit).getroot()
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
@@ -121,9 +205,23 @@ def main() -> int:
         elif m := MIXED.match(name):
             members = next((p.get("value") for p in case.iter("property") if p.get("name") == "client"), "")
             mixed[m["group"]] = (members or "", *outcome(case))
-    if not cells:
+    if not cells and not mixed:
         print(f"no interop cells in {a.junit}", file=sys.stderr)
         return 1
+    ran = len(cells) + len(mixed) + len(tools)
+    kept_from = ""
+    if a.keep is not None and a.keep.exists():
+        old_cells, old_versions, old_mixed, old_tools, kept_from = previous_matrix(a.keep)
+        ran_clients = {c for c, _ in cells}
+        for key, value in old_cells.items():
+            cells.setdefault(key, value)
+        for client, version in old_versions.items():
+            if client not in ran_clients:
+                versions.setdefault(client, version)
+        for key, mvalue in old_mixed.items():
+            mixed.setdefault(key, mvalue)
+        for key, tvalue in old_tools.items():
+            tools.setdefault(key, tvalue)
 
     notes: list[str] = []
 
@@ -151,7 +249,10 @@ def main() -> int:
         "",
         "Generated by `make compat-matrix` (`scripts/compat_matrix.py` from the JUnit report of `tests/interop`): "
         f"run of {when[:19].replace('T', ' ')}" + (f" at commit `{commit}`" if commit else "")
-        + f", {wall:.0f} s wall time with `-n 2`. Do not edit by hand, but for the last section ([Differences from Apache Kafka](#differences-from-apache-kafka)), which it keeps.",
+        + f", {wall:.0f} s wall time with `{a.jobs}`"
+        + (f" ({ran} cells; every other one from the {kept_from})" if kept_from else "")
+        + ". Do not edit by hand, but for the last section ([Differences from Apache Kafka]"
+        "(#differences-from-apache-kafka)), which it keeps.",
         "",
         "Each cell runs real client code, one member per process (`tests/interop/drivers/`, "
         "`tests/interop/node/`, `tests/interop/go/`), against the real server started with "
@@ -161,9 +262,15 @@ def main() -> int:
         "cooperative-sticky, in `join-cooperative-sticky`; the server's session timeout of 3 s; in "
         "`static-membership` the member closes, leaving with epoch -2, instead of being kill -9ed, since KIP-848 "
         "releases an instance id only so), commit after processing (kcat: librdkafka's "
-        "auto-commit every 200 ms; kafkajs: `autoCommit` after each batch; Sarama: its offset manager every "
-        "200 ms; kafka-go and @platformatic/kafka: each message) and report every rebalance callback (kafka-go "
-        "has none: its reader's log lines say when it drops and takes partitions).",
+        "auto-commit every 200 ms; kafkajs: `autoCommit` after each batch; both Saramas: their offset manager "
+        "every 200 ms; franz-go: its auto-commit of what earlier polls returned every 200 ms, and a blocking "
+        "commit in its revoke callback; kafka-go and @platformatic/kafka: each message, kafka-go 0.4 through "
+        "its consumer group's generation, retried while the generation lasts) and report every rebalance "
+        "callback (kafka-go 0.2.1 has none: its reader's log lines say when it drops and takes partitions; "
+        "kafka-go 0.4's `ConsumerGroup` hands out each generation with its assignment and ends it by "
+        "cancelling the partition readers, which is the revoke; Sarama 1.61 starts and ends one claim per "
+        "partition). The Go clients of the module proxy (franz-go, Sarama (IBM), kafka-go 0.4) are pinned by "
+        "`tests/interop/go/mod/go.mod`; Sarama 1.22 and kafka-go 0.2.1 are Debian's.",
         "",
         "## Clients by scenario",
         "",
@@ -171,9 +278,7 @@ def main() -> int:
         "|---|---|" + "---|" * len(SCENARIOS),
     ]
     for client in CLIENTS:
-        base = client.removesuffix(CONSUMER_SUFFIX)
-        row = [f"**{DISPLAY.get(base, base)}** {versions.get(client) or versions.get(base, '')}".strip(),
-               protocol_of(client)]
+        row = [row_label(client, versions), protocol_of(client)]
         for scenario in SCENARIOS:
             row.append(render(*cells[client, scenario]) if (client, scenario) in cells else "not run")
         lines.append("| " + " | ".join(row) + " |")
@@ -188,14 +293,17 @@ def main() -> int:
               "`OwnedPartitions`, KIP-429), which librdkafka, kafka-python and aiokafka leaders cannot parse "
               "(they assign it nothing): it has its own mixed group with the clients that read only the "
               "version-0 fields. @platformatic/kafka declares the version-0 layout it writes (its default "
-              "says 1, with the same effect).", "",
+              "says 1, with the same effect). kafka-go 0.4 writes the same version-1 label over the version-0 "
+              "layout (`groupMetadata` in joingroup.go); franz-go and Sarama read such a subscription as "
+              "version 0, so it shares `range-go` with them, any of them leading.", "",
               "| Group | Members | Result |", "|---|---|---|"]
     for group, (members, result, detail) in sorted(mixed.items()):
         names = ", ".join(DISPLAY.get(c, c) for c in members.split("+"))
         lines.append(f"| `{group}` | {names} | {render(result, detail)} |")
     lines += ["", "## Tools", "",
               "The tools operators point at a broker, reading `__consumer_offsets` as a topic "
-              "(`tests/interop/test_tools.py`): Burrow 1.2.1 (Debian's, on Debian's ZooKeeper) and kcat.", "",
+              "(`tests/interop/test_tools.py`): Burrow 1.2.1 (Debian's, on Debian's ZooKeeper) and kcat; and franz-go's "
+              "admin client kadm, which asks the coordinator itself (`tests/interop/test_interop.py`).", "",
               "| Tool | Checked | Result |", "|---|---|---|"]
     for test, (tool, checked) in TOOLS.items():
         result, detail = tools.get(test, ("not run", ""))

@@ -38,9 +38,9 @@ PARTITIONS = 10
 ALL = frozenset(range(PARTITIONS))
 
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs", "sarama", "kafka-go",
-           "platformatic-kafka",
-           # KIP-848's protocol (group.protocol=consumer): librdkafka 2.16 speaks it.
-           "confluent-kafka+consumer"]
+           "platformatic-kafka", "franz-go", "ibm-sarama", "kafka-go-0.4",
+           # KIP-848's protocol (group.protocol=consumer): librdkafka 2.16 and franz-go 1.22 speak it.
+           "confluent-kafka+consumer", "franz-go+consumer"]
 CONSUMER_PROTOCOL_SUFFIX = "+consumer"
 _PY_DRIVERS = {"kafka-python": "kafka_python_driver", "confluent-kafka": "confluent_driver",
                "aiokafka": "aiokafka_driver", "kcat": "kcat_driver"}
@@ -59,7 +59,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 _NODE_DRIVERS = {"kafkajs": ("kafkajs", "kafkajs_driver.js"),
                  "platformatic-kafka": ("@platformatic/kafka", "platformatic_driver.mjs")}
+# Debian's old releases (GOPATH build) and the current ones from the module proxy (tests/interop/go/mod).
 _GO_CLIENTS = {"sarama", "kafka-go"}
+_GO_MODULE_CLIENTS = {"franz-go", "ibm-sarama", "kafka-go-0.4"}
 
 
 def driver_argv(client: str) -> list[str]:
@@ -71,6 +73,8 @@ def driver_argv(client: str) -> list[str]:
         return [node, str(NODE_DIR / script)]
     if client in _GO_CLIENTS:
         return [str(go_build.driver_binary()), "--client", client]
+    if client in _GO_MODULE_CLIENTS:
+        return [str(go_build.module_driver_binary()), "--client", client]
     if client == "kcat" and shutil.which("kcat") is None:
         raise RuntimeError("kcat is not installed: run `make interop-deps`")
     return [sys.executable, "-m", f"tests.interop.drivers.{_PY_DRIVERS[client]}"]

@@ -25,6 +25,7 @@ cooperative-sticky) assignor, and the server's own evidence is its consumer grou
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -45,6 +46,9 @@ NO_COOP = {
     "kafka-go": "kafka-go 0.2.1 implements only the eager protocol with its range and roundrobin group balancers "
                 "(groupbalancer.go; no cooperative rebalancing, KIP-429)",
     "platformatic-kafka": "@platformatic/kafka's classic consumer is eager only (no cooperative rebalancing, KIP-429)",
+    "kafka-go-0.4": "kafka-go 0.4.51 implements only the eager protocol with its range, roundrobin and rack-affinity "
+                    "group balancers (groupbalancer.go; a ConsumerGroup generation ends all its partitions, "
+                    "consumergroup.go; no cooperative rebalancing, KIP-429)",
 }
 NO_LEAVE = {
     "kafka-go": "kafka-go 0.2.1 never sends LeaveGroup: Reader.Close cancels the reader's context (r.stop()) "
@@ -55,10 +59,19 @@ NO_STATIC = {
     "kafkajs": "kafkajs has no group.instance.id (static membership, KIP-345)",
     "sarama": "Sarama 1.22 has no group.instance.id (static membership, KIP-345, came in a later release)",
     "kafka-go": "kafka-go 0.2.1 has no group.instance.id (static membership, KIP-345)",
+    "franz-go+consumer": "franz-go 1.22.3's KIP-848 leave of a static member (epoch -2, leave848 in "
+                         "consumer_group_848.go) carries no InstanceId, which the coordinator rejects as Kafka does "
+                         "(INVALID_REQUEST: InstanceId can't be null.), so the instance id stays held until its "
+                         "session expires and the restarted member gets UNRELEASED_INSTANCE_ID",
+    "kafka-go-0.4": "kafka-go 0.4.51's consumer group has no group.instance.id (ConsumerGroupConfig; it joins with "
+                    "JoinGroup v1 or v2, before static membership, KIP-345)",
 }
 NO_CLIENT_ASSIGNOR = {
     "confluent-kafka+consumer": "with KIP-848 the coordinator assigns; its assignors are uniform and range (no "
                                 "round-robin)",
+    "franz-go+consumer": "franz-go speaks KIP-848 only when its first balancer is range or (cooperative-)sticky "
+                         "(consumer_group_848.go, should848: any other falls back to the classic protocol); the "
+                         "coordinator's assignors are uniform and range (no round-robin)",
 }
 # Clients with no rebalance callback to sleep in: the slow member is SIGSTOPped instead.
 NO_REVOKE_CALLBACK = {"kcat", "kafkajs", "kafka-go", "platformatic-kafka"}
@@ -361,6 +374,12 @@ MIXED: dict[str, tuple[str, list[str]]] = {
     # aiokafka) cannot read it and assigns kafka-go nothing. So it shares a group with the clients that read
     # only the v0 fields, whichever of them leads; it is the one kill -9ed (it cannot leave, see NO_LEAVE).
     "roundrobin-kafka-go": ("roundrobin", ["sarama", "kafka-go", "platformatic-kafka", "kafkajs"]),
+    # The current Go clients with the two cooperative-sticky implementations of librdkafka and kafka-python.
+    # In "range-go" kafka-go 0.4 writes the short subscription kafka-go 0.2.1 does; franz-go and both Saramas
+    # read a version-1 subscription that ends early as version 0 (franz-go's group_balancer.go, Sarama's
+    # consumer_group_members.go; Sarama 1.22 reads only version 0), so whichever of them leads assigns it.
+    "cooperative-sticky": ("cooperative-sticky", ["kafka-python", "franz-go", "confluent-kafka", "ibm-sarama"]),
+    "range-go": ("range", ["franz-go", "kafka-go-0.4", "ibm-sarama", "sarama"]),
 }
 
 
@@ -384,3 +403,52 @@ def test_mixed_group(harness: Harness, group: str) -> None:
     h.wait_partitioned(rest, timeout_s=30, what="the mixed group after a leave and a crash")
     assert frozenset().union(*(m.owned for m in rest)) == ALL
     assert_never_shared(h, rest)
+
+
+# ------------------------------------------------------------------------------- admin: kadm
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_kadm_lists_and_describes_groups(harness: Harness, protocol: str) -> None:
+    """franz-go's admin client (kadm) lists the groups and describes one as its members see it: the classic
+    DescribeGroups (members, protocol, each member's assignment) or, for a KIP-848 group, ConsumerGroupDescribe
+    (members, epochs, the coordinator's assignor, each member's current assignment)."""
+    h = harness
+    client = "franz-go" if protocol == "classic" else "franz-go+consumer"
+    h._record("client", client)
+    h._record("scenario", f"kadm-{protocol}")
+    members = [h.start(client, f"m{i}", group="interop", assignor="range", session_timeout_ms=6000,
+                       client_id=f"kadm-m{i}") for i in (1, 2)]
+    before = h.wait_partitioned(members, timeout_s=40)
+
+    def describe() -> dict[str, dict[str, Any]]:
+        admin = h.start("franz-go", f"admin-{len(h.members)}", role="admin")
+        assert admin.wait_exit(30) == 0, admin.describe()
+        admin.cleanup()
+        return {e["op"]: e for e in admin.evs("admin")}
+
+    # The members own their partitions before the coordinator has seen every one of them acknowledge its
+    # assignment (a KIP-848 member says so in its next heartbeat): the group is described until it is Stable.
+    ops = describe()
+    deadline = time.monotonic() + 20
+    while {g["group"]: g["state"] for g in ops["list_groups"]["groups"]}.get("interop") != "Stable":
+        assert time.monotonic() < deadline, f"the group never showed Stable: {ops}\n{h.report()}"
+        time.sleep(0.5)
+        ops = describe()
+    after = {m.name: m.owned for m in members}
+    assert after == before, f"the group rebalanced while it was described\n{h.report()}"
+    listed = {g["group"]: g for g in ops["list_groups"]["groups"]}
+    assert listed["interop"]["protocol_type"] == "consumer", listed
+    assert listed["interop"]["state"] == "Stable", listed
+    owned_by_client = {f"kadm-{m.name}": sorted(m.owned) for m in members}
+    if protocol == "classic":
+        described = ops["describe_groups"]
+        assert (described["state"], described["protocol"]) == ("Stable", "range"), described
+        got = {m["client_id"]: m["partitions"] for m in described["members"]}
+    else:
+        assert listed["interop"]["group_type"] == "consumer", listed
+        described = ops["describe_consumer_groups"]
+        assert "error" not in described, described
+        assert (described["state"], described["assignor"]) == ("Stable", "range"), described
+        got = {m["client_id"]: m["partitions"] for m in described["members"]}
+    assert got == owned_by_client, f"described {got}, owned {owned_by_client}\n{h.report()}"
