@@ -96,17 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         fetch_max_wait_ms=200, group_instance_id=args.group_instance_id,
     )
     listener.consumer = consumer
-    # Metadata for the topics first: a leader that assigns before its metadata covers a topic assigns
-    # nothing of it (kafka-python rejoins only at the next metadata refresh, minutes later).
-    for topic in args.topic:
-        consumer.partitions_for_topic(topic)
+    # Subscribe, then load metadata (topics() always asks the cluster): kafka-python's coordinator keeps a
+    # snapshot of the metadata of the *subscribed* topics, rebuilt only when a metadata answer arrives.
+    # Metadata loaded before subscribing leaves that snapshot empty, so the leader's first assignment is
+    # followed by its own rejoin, the precondition of kafka-python 3.0.12's lost join (a member left
+    # rebalancing with its heartbeats off, never committing again).
     consumer.subscribe(topics=args.topic, listener=listener)
+    consumer.topics()
     while not stop.is_set():
         if resubscribe:
-            topics = resubscribe.pop(0)
-            for topic in topics:
-                consumer.partitions_for_topic(topic)
-            consumer.subscribe(topics=topics, listener=listener)
+            consumer.subscribe(topics=resubscribe.pop(0), listener=listener)
+            consumer.topics()
         polled = consumer.poll(timeout_ms=200)
         if not polled:
             continue

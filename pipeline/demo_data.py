@@ -248,6 +248,12 @@ def _produce(node: Node, per_second: int) -> None:
         producer.close(5)
 
 
+def _stop_producer(node: Node, producer: threading.Thread | None) -> None:
+    node.stop_producing.set()
+    if producer is not None:
+        producer.join(30)
+
+
 def _shop(node: Node) -> None:
     """Node 0: an orders app that scales out and loses a member to SIGKILL, a payments app whose members
     are replaced, an audit consumer that falls behind, and a short-lived group that is deleted."""
@@ -301,12 +307,12 @@ def _run_node(node: Node, manifest: dict[str, Any]) -> None:
         producer.start()
         node.scenario(node)
     except BaseException:
+        # The producer flushes against a live server first: killed under it, its last flush would fail.
+        _stop_producer(node, producer)
         node.server.stop(signal.SIGKILL)
         raise
     finally:
-        node.stop_producing.set()
-        if producer is not None:
-            producer.join(30)
+        _stop_producer(node, producer)
         for m in node.members:
             if m.proc.poll() is None:
                 m.crash()
