@@ -318,7 +318,7 @@ class CoordinatorRuntime:
     def partition_for(self, group_id: str) -> int:
         return self.coordinator.partition_for(group_id)
 
-    # -- leadership (seed 004): load and unload one partition ----------------------------------------
+    # -- leadership: load and unload one partition ----------------------------------------
 
     def load_partition(self, partition: int, leader_epoch: int) -> bool:
         """This node became leader of `partition` at `leader_epoch`: its groups answer

@@ -1,4 +1,4 @@
-"""Kafka's `__consumer_offsets` record schemas as kafka-python data classes (kafka-semantics.md §5).
+"""Kafka's `__consumer_offsets` record schemas as kafka-python data classes.
 
 The JSON specs in `protocol/schemas/` are Kafka's own message specs ("type": "data"); kafka-python's
 `ApiData` turns each into a class with `encode(version=..., header=True)` / `decode(data, header=True)`,

@@ -1,5 +1,5 @@
 """OffsetCommit (1-9), OffsetFetch (1-9) and OffsetDelete (0): decoded requests to core inputs and core
-results to responses of the request's version (kafka-semantics.md §2.6, §2.7, §2.11). No I/O.
+results to responses of the request's version. No I/O.
 
 Kafka's API layer answers partitions of unknown topics itself (UNKNOWN_TOPIC_OR_PARTITION) and sends
 only the rest to the coordinator; `known` is that filter.

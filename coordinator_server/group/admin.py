@@ -1,4 +1,4 @@
-"""DescribeGroups, ListGroups and DeleteGroups (kafka-semantics.md §2.8-§2.10): what operators see of the
+"""DescribeGroups, ListGroups and DeleteGroups: what operators see of the
 groups, and the one way to remove an Empty group with its offsets.
 
 The operations see the group side through `AdminGroups` (the group table to read, the gate, and the one

@@ -1,5 +1,4 @@
-"""The classic group coordinator: JoinGroup, SyncGroup, Heartbeat and LeaveGroup (seeds 000-003,
-kafka-semantics.md §2-§3).
+"""The classic group coordinator: JoinGroup, SyncGroup, Heartbeat and LeaveGroup.
 
 Theory of operation. Synchronous and single-threaded: every entry point takes the current monotonic time
 and runs to completion; parked JoinGroup/SyncGroup requests are answered later through their callbacks,
@@ -127,7 +126,7 @@ class GroupCoordinator(RebalanceMechanics):
         self.active = True
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
-        # The leader epoch each held (owned or loading) partition was taken at (seed 004; 0 on one node).
+        # The leader epoch each held (owned or loading) partition was taken at (0 on one node).
         self.partition_epochs: dict[int, int] = {}
         self._appends: list[PendingAppend] = []
         self.offsets = OffsetManager(
@@ -191,7 +190,7 @@ class GroupCoordinator(RebalanceMechanics):
         group.transition_to(DEAD, self.wall_ms)
         del self.groups[group.group_id]
 
-    # -- loading and unloading (seed 004) ------------------------------------------------------------
+    # -- loading and unloading ------------------------------------------------------------
 
     def begin_loading(self, partition: int, leader_epoch: int = 0) -> bool:
         """Mark `partition` as loading for `leader_epoch`: its groups answer COORDINATOR_LOAD_IN_PROGRESS
@@ -258,7 +257,7 @@ class GroupCoordinator(RebalanceMechanics):
 
     def unload_partition(self, partition: int, leader_epoch: int | None, now_ms: int,
                          reason: str = "coordinator moved") -> int:
-        """Stop coordinating the groups of `partition` (seed 004: this node no longer leads it). Parked
+        """Stop coordinating the groups of `partition` (this node no longer leads it). Parked
         JoinGroup/SyncGroup requests of its groups are answered NOT_COORDINATOR, and every later request for
         them gets NOT_COORDINATOR from the gate. As Kafka's runtime, only an epoch newer than the one held
         unloads (None: unconditionally, for a lost ZooKeeper session). Returns the groups unloaded, or -1

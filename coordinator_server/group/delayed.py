@@ -1,4 +1,4 @@
-"""The coordinator's delayed operations (seed 003): each re-checks the group when it fires, because the
+"""The coordinator's delayed operations: each re-checks the group when it fires, because the
 group may have moved on since it was scheduled (stale timers are expected, not bugs).
 
 They decide nothing themselves: they call back through `RebalanceCallbacks`, which the rebalance mechanics

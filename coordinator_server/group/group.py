@@ -1,4 +1,4 @@
-"""A classic group's metadata (Kafka's GroupMetadata / ClassicGroup; seed 002).
+"""A classic group's metadata (Kafka's GroupMetadata / ClassicGroup).
 
 Pure bookkeeping: membership, static-member map, pending members, protocol support counts, leader,
 generation and state. Decisions about what to do live in the coordinator.

@@ -1,4 +1,4 @@
-"""Rebuilding groups from a replayed `__consumer_offsets` partition (seed 004, kafka-semantics.md §5.7).
+"""Rebuilding groups from a replayed `__consumer_offsets` partition.
 
 The latest record per key wins and a tombstone removes its key. A group with members comes back Stable;
 each member's supported protocols are just the selected one with its stored subscription, so a follower

@@ -1,4 +1,4 @@
-"""One member of a classic group (Kafka's MemberMetadata; seed 002)."""
+"""One member of a classic group (Kafka's MemberMetadata)."""
 from __future__ import annotations
 
 from collections.abc import Set

@@ -1,5 +1,4 @@
-"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and retention (kafka-semantics.md §2.6, §2.7,
-§2.11, §6).
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and retention.
 
 An offset is visible only once its record is durable: a commit is applied to the group in the append's
 completion, and until then the partition counts as a pending commit (never expired meanwhile). Because

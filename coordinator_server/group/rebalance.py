@@ -1,6 +1,5 @@
 """The mechanics under the request handlers: entering and completing join phases, the pending-sync
-deadline, session liveness, removing members, and handing records to the shell (seeds 000, 002, 003;
-kafka-semantics.md §3.8-§3.10, §5.6).
+deadline, session liveness, removing members, and handing records to the shell.
 
 `GroupCoordinator` (coordinator.py) builds on this class; the delayed operations in delayed.py call back
 into it through their `RebalanceCallbacks` protocol, which this class satisfies — so delayed.py needs no

@@ -1,4 +1,4 @@
-"""The hard state of a group as records of `__consumer_offsets` (kafka-semantics.md §5).
+"""The hard state of a group as records of `__consumer_offsets`.
 
 Plain values: the core makes them, `storage.codec` turns them into Kafka's key/value bytes and back, and
 recovery hands them back to the core to apply. A value of None is a tombstone.

@@ -1,4 +1,4 @@
-"""The classic group state machine as data (kafka-semantics.md §1; seed 000).
+"""The classic group state machine as data.
 
 What each request does in each state:
 - Empty: no members. Join (new member) starts the initial delayed join; Sync/Heartbeat get UNKNOWN_MEMBER_ID.

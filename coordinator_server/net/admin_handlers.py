@@ -1,4 +1,4 @@
-"""DescribeGroups, ListGroups and DeleteGroups: decode → runtime → encode (kafka-semantics.md §2.8-§2.10).
+"""DescribeGroups, ListGroups and DeleteGroups: decode → runtime → encode.
 Authorization as Kafka's API layer does it (§2.0): DESCRIBE per described group (30 in its entry), ListGroups
 shows only describable groups unless the caller may DESCRIBE the cluster, DELETE per deleted group (30)."""
 from __future__ import annotations

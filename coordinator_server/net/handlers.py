@@ -412,7 +412,7 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------------ classic group APIs
 
-    # Each needs READ on the group (kafka-semantics.md §2.0), decided here so the core never sees principals.
+    # Each needs READ on the group, decided here so the core never sees principals.
 
     async def handle_join_group(self, req: ApiMessage, ctx: RequestContext) -> EncodedResponse:
         inp = gm.join_group_input(req, ctx.version, ctx.header.client_id, ctx.client_host)

@@ -1,5 +1,4 @@
-"""OffsetCommit, OffsetFetch and OffsetDelete: decode → runtime → encode (kafka-semantics.md §2.0, §2.6, §2.7,
-§2.11). The API layer's own rules live here: authorization first (group, then each topic), then
+"""OffsetCommit, OffsetFetch and OffsetDelete: decode → runtime → encode. The API layer's own rules live here: authorization first (group, then each topic), then
 partitions of unknown topics are answered UNKNOWN_TOPIC_OR_PARTITION without asking the coordinator, and
 when nothing is left the request is answered at once with no group validation at all, as Kafka's
 KafkaApis does."""

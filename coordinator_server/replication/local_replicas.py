@@ -45,7 +45,7 @@ class GroupLoading(Protocol):
 
 
 class CoordinatorRoles:
-    """Leading a `__consumer_offsets` partition is coordinating its groups (seed 004)."""
+    """Leading a `__consumer_offsets` partition is coordinating its groups."""
 
     def __init__(self, runtime: GroupLoading) -> None:
         self._runtime = runtime

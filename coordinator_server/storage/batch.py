@@ -1,4 +1,4 @@
-"""Kafka v2 record batches on disk: building, checking and walking them (style.md §11).
+"""Kafka v2 record batches on disk: building, checking and walking them.
 
 A batch is `BaseOffset int64 | Length int32 | PartitionLeaderEpoch int32 | Magic int8 | CRC uint32 | ...`;
 the CRC32C covers everything from Attributes on, so BaseOffset, Length and the leader epoch are *not*

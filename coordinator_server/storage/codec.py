@@ -1,4 +1,4 @@
-"""`CoordinatorRecord` <-> Kafka's `__consumer_offsets` key and value bytes (kafka-semantics.md §5): the one
+"""`CoordinatorRecord` <-> Kafka's `__consumer_offsets` key and value bytes: the one
 codec of that topic. The server's writes and its start-up replay (`storage.replay`), `dump-log`
 (`tools.dump_log`) and the Spark pipeline (`pipeline.decode`) all read records here.
 

@@ -1,4 +1,4 @@
-"""Storage failures, by severity (style.md §10).
+"""Storage failures, by severity.
 
 `StorageError` is per request: an append could not be made durable, the waiting clients get a retriable
 error and nothing was applied. `CorruptLogError` and `RecordDecodeError` are per process: the log is

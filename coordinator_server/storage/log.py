@@ -1,4 +1,4 @@
-"""One partition's log: Kafka segments of v2 record batches with sparse offset indexes (style.md §11).
+"""One partition's log: Kafka segments of v2 record batches with sparse offset indexes.
 
 Theory of operation
 -------------------

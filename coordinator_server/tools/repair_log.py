@@ -1,7 +1,7 @@
 """`coordinator-server repair-log PATH`: verify a partition log and, only when asked, cut it at the first
 bad batch.
 
-The server refuses to start on a bad batch before the log's tail (style.md §11: never skip an entry in the
+The server refuses to start on a bad batch before the log's tail (never skip an entry in the
 middle). This is the operator's way out, and it is never automatic: by default it only reads, verifying
 every batch (header, length, CRC32C, offsets, and for `__consumer_offsets` the record structure) and
 reporting the first bad one with its file, byte position and reason. With `--truncate` it first copies

@@ -1,4 +1,4 @@
-"""DelayedFetch (seed 003): a fetch that waits for min_bytes of new data or for max_wait_ms.
+"""DelayedFetch: a fetch that waits for min_bytes of new data or for max_wait_ms.
 
 Watched under (topic, partition) of every partition it reads; a produce to one of them calls
 `check_and_complete` on that key. The operation only decides *when* to answer: `on_complete` resolves

@@ -37,7 +37,7 @@ from kafka.protocol.consumer import (
     SyncGroupResponse,
 )
 
-# Kafka error codes the tests talk about (kafka-semantics.md §1).
+# Kafka error codes the tests talk about.
 NONE = 0
 NOT_COORDINATOR = 16
 ILLEGAL_GENERATION = 22

@@ -1,5 +1,5 @@
 """Durability of group metadata across `kill -9`, restarts and SIGTERM, over the real server and its
-`__consumer_offsets` logs (kafka-semantics.md §2.3 step 7, §5.6, §5.7; `--fsync always`).
+`__consumer_offsets` logs (`--fsync always`).
 
 The rule under test: a SyncGroup is answered with error 0 only once its group record is durable. So at
 any crash point the log's last record for the group is the generation of the last acknowledged SyncGroup,

@@ -1,5 +1,5 @@
 """The classic group protocol against the real server: members on their own connections speaking raw
-JoinGroup/SyncGroup/Heartbeat/LeaveGroup (kafka-semantics.md §2-§3), with small timeouts."""
+JoinGroup/SyncGroup/Heartbeat/LeaveGroup, with small timeouts."""
 from __future__ import annotations
 
 import time

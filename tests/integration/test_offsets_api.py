@@ -1,4 +1,4 @@
-"""Committed-offset rules over real sockets (kafka-semantics.md §2.0, §2.6, §2.7, §2.10, §2.11, §6):
+"""Committed-offset rules over real sockets:
 OffsetCommit v1-9 / OffsetFetch v1-9 / OffsetDelete v0 built with kafka-python's message classes, the
 member/generation/state rules against groups formed by the raw group client, durability across
 `kill -9`, and the admin clients of kafka-python and confluent-kafka (librdkafka).

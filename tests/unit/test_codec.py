@@ -1,4 +1,4 @@
-"""`__consumer_offsets` key/value codec: Kafka's byte layout (kafka-semantics.md §5), every readable
+"""`__consumer_offsets` key/value codec: Kafka's byte layout, every readable
 version, tombstones, and the errors a damaged record must raise."""
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ GROUP = GroupMetadataValue(
 OFFSET = OffsetCommitValue(offset=42, leader_epoch=7, metadata="meta", commit_timestamp_ms=1000,
                            expire_timestamp_ms=-1)
 
-# --- golden bytes, written out by hand from the field layout in kafka-semantics.md §5 ---
+# --- golden bytes, written out by hand from the field layout of Kafka's record schemas ---
 
 OFFSET_KEY_V1 = (
     b"\x00\x01"                      # key version 1 = offset commit

@@ -1,4 +1,4 @@
-"""DescribeGroups, ListGroups and DeleteGroups: kafka-semantics.md §2.8-§2.10."""
+"""DescribeGroups, ListGroups and DeleteGroups, as Kafka answers them."""
 from __future__ import annotations
 
 from coordinator_server.group.records import GroupMetadataRecord, OffsetCommitRecord

@@ -1,5 +1,5 @@
-"""Persistence and loading: seed 002 (storeGroup), seed 004 (load as Stable, fresh sessions, unload) and
-kafka-semantics.md §2.1 (the gate), §5."""
+"""Persistence and loading: a group is stored before it is answered; a loaded group comes back Stable with
+fresh sessions, and unloads; requests wait at the load gate; records in Kafka's formats."""
 from __future__ import annotations
 
 import pytest
@@ -170,7 +170,7 @@ def test_core_inputs_are_plain_values() -> None:
     assert HeartbeatInput("g", 1, "m", None, 4) != HeartbeatInput("g", 2, "m", None, 4)
 
 
-# -- leadership moves (seed 004; issue 12): epochs decide loads and unloads, as Kafka's coordinator runtime
+# -- leadership moves (issue 12): epochs decide loads and unloads, as Kafka's coordinator runtime
 
 
 def test_unload_partition_answers_parked_joins_not_coordinator_and_later_requests_too() -> None:

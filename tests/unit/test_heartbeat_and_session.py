@@ -1,4 +1,4 @@
-"""Heartbeat and session expiry rules: seed 000 (DelayedHeartbeat) and kafka-semantics.md §2.4, §3.10."""
+"""Heartbeat and session expiry rules: the delayed heartbeat that expires a silent member's session."""
 from __future__ import annotations
 
 from coordinator_server.group.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE

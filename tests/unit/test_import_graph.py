@@ -1,4 +1,4 @@
-"""No import circles in the coordinator core (style.md: small modules, no import circles).
+"""No import circles in the coordinator core (small modules, no import circles).
 
 Every module of `coordinator_server/` is parsed with `ast`; every import counts — at module level, inside a
 function, or under `if TYPE_CHECKING:` (a type-only import back is still an arrow back). An arrow goes to

@@ -1,4 +1,4 @@
-"""JoinGroup rules: seed 000/002 and kafka-semantics.md §2.2, §3.2-§3.5, §3.8."""
+"""JoinGroup rules, as Kafka's classic coordinator applies them."""
 from __future__ import annotations
 
 from coordinator_server.group.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE

@@ -1,4 +1,4 @@
-"""LeaveGroup rules: seed 000 and kafka-semantics.md §2.5."""
+"""LeaveGroup rules, as Kafka's classic coordinator applies them."""
 from __future__ import annotations
 
 from coordinator_server.group.state import EMPTY, PREPARING_REBALANCE, STABLE

@@ -1,4 +1,4 @@
-"""Committed offsets: kafka-semantics.md §2.6 (OffsetCommit), §2.7 (OffsetFetch), §2.11 (OffsetDelete), §6."""
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and retention."""
 from __future__ import annotations
 
 from coordinator_server.group.records import GroupMetadataRecord, OffsetCommitRecord

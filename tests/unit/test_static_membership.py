@@ -1,4 +1,4 @@
-"""Static membership (KIP-345) and SkipAssignment (KIP-814): kafka-semantics.md §3.6-§3.7."""
+"""Static membership (KIP-345) and SkipAssignment (KIP-814)."""
 from __future__ import annotations
 
 from coordinator_server.group.state import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE

@@ -1,4 +1,4 @@
-"""SyncGroup rules: seed 000/002 (storeGroup before answering) and kafka-semantics.md §2.3, §3.9."""
+"""SyncGroup rules: the leader's assignment is stored before any member is answered."""
 from __future__ import annotations
 
 from coordinator_server.group.records import GroupMetadataRecord
