@@ -1,4 +1,4 @@
-"""DescribeGroups (0-5), ListGroups (0-5) and DeleteGroups (0-2): core results to responses. No I/O."""
+"""DescribeGroups (0-6), ListGroups (0-5) and DeleteGroups (0-2): core results to responses. No I/O."""
 from __future__ import annotations
 
 from typing import Any

@@ -129,8 +129,8 @@ API_TABLE: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 1, 9),
     ApiSpec(ApiKey.OffsetFetch, OffsetFetchRequest, OffsetFetchResponse, 1, 9),
     ApiSpec(ApiKey.OffsetDelete, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
-    # Group administration (DescribeGroups v6 is 4.x-only: GROUP_ID_NOT_FOUND; the core supports it).
-    ApiSpec(ApiKey.DescribeGroups, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+    # Group administration (DescribeGroups v6, Kafka 4's: GROUP_ID_NOT_FOUND for a group that is not there).
+    ApiSpec(ApiKey.DescribeGroups, DescribeGroupsRequest, DescribeGroupsResponse, 0, 6),
     ApiSpec(ApiKey.ListGroups, ListGroupsRequest, ListGroupsResponse, 0, 5),
     ApiSpec(ApiKey.DeleteGroups, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     # KIP-848, the consumer rebalance protocol: v1 adds regex subscriptions and client-made member ids.

@@ -20,7 +20,7 @@ from coordinator_server.cluster import zk_layout as zl
 from coordinator_server.cluster.controller import OFFSETS_TOPIC, ClusterView
 from coordinator_server.cluster.zk_client import ZkClient
 from coordinator_server.topics.registry import Topic, is_valid_topic_name
-from coordinator_server.topics.store import kafka_uuid_string, new_topic_id, parse_kafka_uuid
+from protocol.kafka_uuid import kafka_uuid_string, parse_kafka_uuid, random_kafka_uuid
 from protocol.errors import Errors, KafkaError
 
 log = structlog.get_logger("coordinator_server.cluster")
@@ -57,7 +57,7 @@ class TopicAdmin:
         if rf > len(live):
             raise KafkaError(Errors.INVALID_REPLICATION_FACTOR,
                              f"Replication factor: {rf} larger than available brokers: {len(live)}.")
-        topic_id = new_topic_id()
+        topic_id = random_kafka_uuid()
         topic = Topic(name, count, topic_id)
         if validate_only:
             return topic, rf

@@ -75,7 +75,8 @@ class GroupAdmin:
             return GroupDescription(group_id, Errors.NONE, str(DEAD), "", "")
         if group is None or group.is_state(DEAD):
             if api_version >= 6:
-                return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, "", "", "")
+                return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, str(DEAD), "", "",
+                                        error_message=f"Group {group_id} not found.")
             return GroupDescription(group_id, Errors.NONE, str(DEAD), "", "")
         stable = group.is_state(STABLE)
         protocol = group.protocol_name

@@ -157,6 +157,10 @@ class AdminSession:
         raw = self._call("DescribeGroups", self._admin.describe_groups, ids)
         out = {}
         for group_id, g in raw.items():
+            if (g.get("error") or "").split(": ")[0].endswith(_GROUP_ID_NOT_FOUND):
+                # DescribeGroups v6 (Kafka 4's) answers GROUP_ID_NOT_FOUND where earlier versions answered a
+                # Dead group with no error: for a group that is not there, and for one of another type.
+                g = {"group_id": group_id, "group_state": "Dead"}
             if g.get("error"):
                 raise ToolError(f"DescribeGroups for group {group_id!r} failed: {g['error']}")
             out[group_id] = _description(g)
@@ -249,6 +253,9 @@ class AdminSession:
                 continue
             out.update({(tp.topic, tp.partition): ot.offset for tp, ot in raw.items()})
         return out
+
+
+_GROUP_ID_NOT_FOUND = kafka_errors.GroupIdNotFoundError.__name__
 
 
 def _description(g: dict[str, Any]) -> GroupDescription:

@@ -17,7 +17,6 @@ long-poll fetch) live in `storage.group_commit` and the network handlers.
 """
 from __future__ import annotations
 
-import base64
 import os
 import re
 import shutil
@@ -35,6 +34,7 @@ from coordinator_server.storage.segment import fsync_dir, write_atomically
 from coordinator_server.topics.partition import Partition
 from coordinator_server.topics.registry import OFFSETS_TOPIC, Topic, is_valid_topic_name
 from protocol.errors import Errors, KafkaError
+from protocol.kafka_uuid import kafka_uuid_string, parse_kafka_uuid, random_kafka_uuid
 
 log = structlog.get_logger(__name__)
 
@@ -66,23 +66,6 @@ class StoredTopic:
 
     def view(self) -> Topic:
         return Topic(self.name, len(self.partitions), self.topic_id)
-
-
-def kafka_uuid_string(u: uuid.UUID) -> str:
-    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
-    return base64.urlsafe_b64encode(u.bytes).decode("ascii").rstrip("=")
-
-
-def parse_kafka_uuid(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-
-
-def new_topic_id() -> uuid.UUID:
-    # Kafka's Uuid.randomUuid never returns ids whose string starts with "-" (they read as CLI flags).
-    while True:
-        u = uuid.uuid4()
-        if not kafka_uuid_string(u).startswith("-"):
-            return u
 
 
 class TopicStore:
@@ -222,7 +205,7 @@ class TopicStore:
         if replication_factor not in (-1, 1):
             raise KafkaError(Errors.INVALID_REPLICATION_FACTOR, f"replication factor "
                                   f"{replication_factor} is larger than the 1 available broker")
-        topic = StoredTopic(name, new_topic_id())
+        topic = StoredTopic(name, random_kafka_uuid())
         if validate_only:
             return Topic(name, count, topic.topic_id)
         self._topics[name] = topic

@@ -36,7 +36,7 @@ def _groups(run: Run) -> list[GroupMember]:
 def describe_groups(run: Run) -> None:
     members = _groups(run)
     try:
-        for version in (0, 3, 5):
+        for version in (0, 3, 5, 6):
             describe(run, f"describe v{version}", [*(m.group_id for m in members), run.group("nobody")], version)
         describe(run, "describe, empty group id", [""], 5)
     finally:

@@ -166,8 +166,9 @@ def consumer_group_offsets(run: Run) -> None:
              ListGroupsResponse)
         call(run, "list v5, classic", ListGroupsRequest[5](states_filter=[], types_filter=["classic"]),
              ListGroupsResponse)
-        call(run, "describe groups (classic API)", DescribeGroupsRequest[5](
-            groups=[group], include_authorized_operations=False), DescribeGroupsResponse)
+        for version in (5, 6):
+            call(run, f"describe groups (classic API) v{version}", DescribeGroupsRequest[version](
+                groups=[group], include_authorized_operations=False), DescribeGroupsResponse)
         a.heartbeat("a: leave", member_epoch=-1)
     finally:
         a.conn.close()

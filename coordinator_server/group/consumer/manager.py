@@ -27,6 +27,7 @@ import structlog
 
 from coordinator_server.purgatory import Timer, TimerTask
 from protocol.errors import Errors
+from protocol.kafka_uuid import random_kafka_uuid_string
 
 from ..api import AppendRecords
 from ..records import CoordinatorRecord, OffsetCommitValue
@@ -128,7 +129,7 @@ class ConsumerGroupEvents:
 
 
 def default_member_id() -> str:
-    return str(uuid.uuid4())
+    return random_kafka_uuid_string()
 
 
 class ConsumerGroupManager:
