@@ -144,9 +144,6 @@ def offset_fetch_response(results: list[tuple[OffsetFetchInput, OffsetFetchResul
         return OffsetFetchResponse[version](throttle_time_ms=0, groups=groups)
     [(inp, res)] = results
     fetched = _fetched(inp, res)
-    if version < 2 and res.error is not Errors.NONE:
-        # v0-1 have no group-level error: it goes into every partition.
-        fetched = [FetchedOffset(o.topic, o.partition, -1, -1, "", res.error) for o in fetched]
     topics = [
         _FetchTopic(name=name, partitions=[
             _FetchPartition(partition_index=o.partition, committed_offset=o.offset,
@@ -169,9 +166,13 @@ def fetched_by_topic(inp: OffsetFetchInput, res: OffsetFetchResult) -> dict[str,
 
 
 def _fetched(inp: OffsetFetchInput, res: OffsetFetchResult) -> list[FetchedOffset]:
-    if res.error is not Errors.NONE and inp.partitions is not None and not res.offsets:
-        return [FetchedOffset(t, p, -1, -1, "", Errors.NONE) for t, p in inp.partitions]
-    return res.offsets
+    if res.error is Errors.NONE:
+        return res.offsets
+    # A group's error stands alone from v2 (no topics beside it, as Kafka answers); v0-1 have no group-level
+    # error, so it goes into each requested partition.
+    if inp.api_version < 2 and inp.partitions is not None:
+        return [FetchedOffset(t, p, -1, -1, "", res.error) for t, p in inp.partitions]
+    return []
 
 
 def _by_topic(offsets: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
