@@ -127,7 +127,7 @@ def test_consumer_group_describe() -> None:
     consumer_group(h, 2)
     [described, missing] = h.coordinator.handle_consumer_group_describe(["cg", "nope"], h.now)
     assert (described.state, described.group_epoch, described.assignment_epoch, described.assignor_name) == (
-        "Stable", 2, 2, "uniform")
+        "Stable", 3, 3, "uniform")
     assert sorted(m.member_id for m in described.members) == ["m0", "m1"]
     for member in described.members:
         assert member.member_type == 1 and member.assignment == member.target_assignment

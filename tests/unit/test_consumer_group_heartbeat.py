@@ -19,12 +19,20 @@ def settle(*consumers: Consumer, rounds: int = 6) -> None:
             c.poll()
 
 
-def test_first_member_bumps_epoch_to_one_and_gets_everything() -> None:
+def test_first_member_bumps_a_new_group_from_epoch_one_to_two_and_gets_everything() -> None:
     h = ConsumerHarness()
     result = h.join("m1")
-    assert (result.error, result.member_id, result.member_epoch) == (Errors.NONE, "m1", 1)
+    assert (result.error, result.member_id, result.member_epoch) == (Errors.NONE, "m1", 2)
     assert result.heartbeat_interval_ms == 5000
     assert h.tps(result.assignment) == ALL
+    assert (h.group.group_epoch, h.group.assignment_epoch, h.group.state) == (2, 2, ConsumerGroupState.STABLE)
+
+
+def test_a_first_member_with_no_subscription_joins_a_new_group_at_epoch_one() -> None:
+    # Nothing to assign, so no bump: the member reconciles to the new group's empty target of epoch 1.
+    h = ConsumerHarness()
+    result = h.join("m1", topics=())
+    assert (result.error, result.member_epoch, result.assignment) == (Errors.NONE, 1, {})
     assert (h.group.group_epoch, h.group.assignment_epoch, h.group.state) == (1, 1, ConsumerGroupState.STABLE)
 
 
@@ -45,19 +53,19 @@ def test_a_partition_goes_to_its_new_owner_only_after_the_old_owner_revoked_it()
     c1, c2 = Consumer(h, "m1"), Consumer(h, "m2")
     c1.poll()
     assert c1.partitions == ALL
-    second = c2.poll()  # joins: group epoch 2, target gives it half, but m1 still owns them
-    assert second.member_epoch == 2 and second.assignment == {}
+    second = c2.poll()  # joins: group epoch 3, target gives it half, but m1 still owns them
+    assert second.member_epoch == 3 and second.assignment == {}
     assert h.group.members["m2"].state is MemberState.UNRELEASED_PARTITIONS
-    first = c1.poll()  # told to revoke: stays at epoch 1 with what it keeps
-    assert first.member_epoch == 1 and h.group.members["m1"].state is MemberState.UNREVOKED_PARTITIONS
+    first = c1.poll()  # told to revoke: stays at epoch 2 with what it keeps
+    assert first.member_epoch == 2 and h.group.members["m1"].state is MemberState.UNREVOKED_PARTITIONS
     kept = c1.partitions
     assert len(kept) == 3
     # m2 still cannot have them: m1 has not yet reported them gone.
     assert c2.poll().assignment is None and c2.partitions == set()
-    c1.poll()  # reports only what it kept: the revoked ones are free, m1 moves to epoch 2
-    assert c1.epoch == 2 and h.group.members["m1"].state is MemberState.STABLE
+    c1.poll()  # reports only what it kept: the revoked ones are free, m1 moves to epoch 3
+    assert c1.epoch == 3 and h.group.members["m1"].state is MemberState.STABLE
     c2.poll()
-    assert c2.partitions == ALL - kept and c2.epoch == 2
+    assert c2.partitions == ALL - kept and c2.epoch == 3
     assert h.group.state is ConsumerGroupState.STABLE
 
 
@@ -88,10 +96,10 @@ def test_lost_response_previous_epoch_with_subset_is_accepted() -> None:
     c2.poll()
     c1.poll()
     owned = tuple((t, tuple(sorted(p))) for t, p in c1.owned.items())
-    c1.poll()  # m1 now at epoch 2 with previous epoch 1
-    assert c1.epoch == 2
-    again = h.heartbeat("m1", 1, owned_partitions=owned)
-    assert again.error is Errors.NONE and again.member_epoch == 2
+    c1.poll()  # m1 now at epoch 3 with previous epoch 2
+    assert c1.epoch == 3
+    again = h.heartbeat("m1", 2, owned_partitions=owned)
+    assert again.error is Errors.NONE and again.member_epoch == 3
 
 
 def test_fenced_member_epoch_messages() -> None:
@@ -100,21 +108,21 @@ def test_fenced_member_epoch_messages() -> None:
     ahead = h.heartbeat("m1", 5, owned_partitions=())
     assert ahead.error is Errors.FENCED_MEMBER_EPOCH
     assert ahead.error_message == ("The consumer group member has a greater member epoch (5) than the one known by "
-                                   "the group coordinator (1). The member must abandon all its partitions and rejoin.")
+                                   "the group coordinator (2). The member must abandon all its partitions and rejoin.")
     c1, c2 = Consumer(h, "m1"), Consumer(h, "m2")
-    c1.epoch, c1.owned = 1, dict(h.group.members["m1"].assigned_partitions)
+    c1.epoch, c1.owned = 2, dict(h.group.members["m1"].assigned_partitions)
     settle(c1, c2)
     c2.leave()
-    settle(c1)  # m1 at epoch 3, previous epoch 2
+    settle(c1)  # m1 at epoch 4, previous epoch 3
     member = h.group.members["m1"]
-    assert (member.member_epoch, member.previous_member_epoch) == (3, 2)
-    behind = h.heartbeat("m1", 1, owned_partitions=())
+    assert (member.member_epoch, member.previous_member_epoch) == (4, 3)
+    behind = h.heartbeat("m1", 2, owned_partitions=())
     assert behind.error is Errors.FENCED_MEMBER_EPOCH
-    assert behind.error_message == ("The consumer group member has a smaller member epoch (1) than the one known by "
-                                    "the group coordinator (3). The member must abandon all its partitions and rejoin.")
+    assert behind.error_message == ("The consumer group member has a smaller member epoch (2) than the one known by "
+                                    "the group coordinator (4). The member must abandon all its partitions and rejoin.")
     # The previous epoch, but owning a partition it was never given in that epoch: fenced too.
     other_topic = h.image.set_topic("other", 1).topic_id
-    assert h.heartbeat("m1", 2, owned_partitions=((other_topic, (0,)),)).error is Errors.FENCED_MEMBER_EPOCH
+    assert h.heartbeat("m1", 3, owned_partitions=((other_topic, (0,)),)).error is Errors.FENCED_MEMBER_EPOCH
 
 
 def test_a_fenced_member_rejoins_with_epoch_zero_and_its_own_id() -> None:
@@ -122,7 +130,7 @@ def test_a_fenced_member_rejoins_with_epoch_zero_and_its_own_id() -> None:
     h.join("m1")
     assert h.heartbeat("m1", 7, owned_partitions=()).error is Errors.FENCED_MEMBER_EPOCH
     rejoin = h.join("m1")
-    assert rejoin.error is Errors.NONE and rejoin.member_epoch == 1 and h.tps(rejoin.assignment) == ALL
+    assert rejoin.error is Errors.NONE and rejoin.member_epoch == 2 and h.tps(rejoin.assignment) == ALL
 
 
 def test_unknown_member_and_unknown_group() -> None:
@@ -173,7 +181,7 @@ def test_group_max_size() -> None:
     full = h.join("m2")
     assert (full.error, full.error_message) == (
         Errors.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of 1 members.")
-    assert h.heartbeat("m1", 1, owned_partitions=()).error is Errors.NONE  # members already in are fine
+    assert h.heartbeat("m1", 2, owned_partitions=()).error is Errors.NONE  # members already in are fine
 
 
 def test_leave_removes_the_member_and_bumps_the_epoch() -> None:
@@ -187,6 +195,17 @@ def test_leave_removes_the_member_and_bumps_the_epoch() -> None:
     assert h.group.state is ConsumerGroupState.ASSIGNING
     settle(c1)
     assert c1.partitions == ALL and h.group.state is ConsumerGroupState.STABLE
+
+
+def test_the_last_member_leaving_brings_the_assignment_epoch_to_the_group_epoch() -> None:
+    h = ConsumerHarness()
+    c1, c2 = Consumer(h, "m1"), Consumer(h, "m2")
+    settle(c1, c2)
+    c2.leave()
+    settle(c1)
+    c1.leave()
+    # An empty group's target (empty) is at its epoch: the leave wrote both.
+    assert (h.group.group_epoch, h.group.assignment_epoch, h.group.state) == (5, 5, ConsumerGroupState.EMPTY)
 
 
 def test_session_timeout_fences_a_silent_member() -> None:
@@ -217,11 +236,11 @@ def test_rebalance_timeout_fences_a_member_that_does_not_revoke() -> None:
     h.join("m1", rebalance_timeout_ms=10_000)
     h.join("m2")
     everything = tuple((t, tuple(sorted(p))) for t, p in h.group.members["m1"].assigned_partitions.items())
-    stuck = h.heartbeat("m1", 1, owned_partitions=everything)
+    stuck = h.heartbeat("m1", 2, owned_partitions=everything)
     assert h.group.members["m1"].state is MemberState.UNREVOKED_PARTITIONS
-    assert stuck.member_epoch == 1
+    assert stuck.member_epoch == 2
     h.sleep(5_000)
-    h.heartbeat("m1", 1, owned_partitions=everything)  # still holding on to what it must give up
+    h.heartbeat("m1", 2, owned_partitions=everything)  # still holding on to what it must give up
     h.sleep(5_000)
     assert "m1" not in h.group.members
 

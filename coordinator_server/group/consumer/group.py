@@ -33,6 +33,7 @@ from .records import (
 )
 
 GROUP_TYPE_CONSUMER = "consumer"
+INITIAL_EPOCH = 1
 
 
 class ConsumerGroupState(enum.Enum):
@@ -54,8 +55,11 @@ class ConsumerGroup:
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
         self.state = ConsumerGroupState.EMPTY
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        # A new group starts at epoch 1 with an empty target assignment of epoch 1, as Kafka's does since 4.3:
+        # its first computed assignment is epoch 2, and a member that joins before it exists reconciles to
+        # epoch 1 (0 is reserved for joining). A group with no records yet is in this state at load too.
+        self.group_epoch = INITIAL_EPOCH
+        self.assignment_epoch = INITIAL_EPOCH
         self.members: dict[str, ConsumerGroupMember] = {}
         self.static_members: dict[str, str] = {}  # instance id -> member id
         self.target_assignment: dict[str, Assignment] = {}

@@ -54,6 +54,7 @@ from .records import (
     ConsumerGroupRecord,
     ConsumerGroupRegularExpressionRecord,
     ConsumerGroupTargetAssignmentMemberRecord,
+    ConsumerGroupTargetAssignmentMetadataRecord,
     ResolvedRegex,
     TopicMetadata,
     assignment_partitions,
@@ -247,8 +248,6 @@ class ConsumerGroupManager:
         group epoch is ahead of it, reconcile the member one step, and apply the records to the group."""
         resolved = dict(group.resolved_regexes)
         bump_reasons: list[str] = []
-        if group.group_epoch == 0:
-            bump_reasons.append("new group")
         if not updated.metadata_equal(member) or updated.member_id not in group.members:
             records.append(ConsumerGroupMemberMetadataRecord(group.group_id, updated.member_id, updated.metadata_value()))
         self._maybe_update_regexes(group, member, updated, resolved, records)
@@ -587,6 +586,10 @@ class ConsumerGroupManager:
                 metadata.values(), key=lambda t: t.name))))
         epoch = group.group_epoch + 1
         records.append(ConsumerGroupMetadataRecord(group.group_id, epoch))
+        if not remaining:
+            # The empty group's (empty) target assignment is at the new epoch too, as Kafka writes it: an
+            # empty group's two epochs are equal.
+            records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, epoch))
         self._apply(group, records)
         group.metadata_version = self.topics.version
         removed = ", ".join(m.member_id for m in members)
