@@ -180,11 +180,44 @@ _RESPONSE_HEADER_V1: Final = struct.Struct(">ib")  # correlation id, no tagged f
 
 
 def api_versions_body(version: int, error: Errors = Errors.NONE) -> ApiMessage:
-    """Our ApiVersions answer at `version`; throttle 0, no feature flags."""
+    """Our ApiVersions answer at `version`; throttle 0, and from v3 the feature levels."""
     keys = list(_api_version_keys())
+    if version >= 3:
+        supported, finalized = _features(version)
+        return ApiVersionsResponse[version](error_code=error, api_keys=keys, throttle_time_ms=0,
+                                            supported_features=list(supported), finalized_features=list(finalized),
+                                            finalized_features_epoch=FINALIZED_FEATURES_EPOCH)
     if version >= 1:
         return ApiVersionsResponse[version](error_code=error, api_keys=keys, throttle_time_ms=0)
     return ApiVersionsResponse[0](error_code=error, api_keys=keys)
+
+
+class Feature(NamedTuple):
+    name: str
+    min_version: int  # the range the server can run
+    max_version: int
+    level: int  # the level it runs: a single node and every node of a cluster run the same one
+
+
+# group.version 1 says KIP-848's consumer protocol is on: the Java Admin and Kafka's tools read it before
+# they send ConsumerGroupHeartbeat or ConsumerGroupDescribe. The server has none of the other features Kafka 4
+# finalizes (no KRaft metadata, transactions, share or streams groups yet), so it advertises none of them.
+FEATURES: Final = (Feature("group.version", 0, 1, 1),)
+# Kafka's epoch grows with every change of the finalized levels, and a client keeps the highest it has seen.
+# Ours change only with a release, so the epoch is a constant, raised whenever FEATURES changes.
+FINALIZED_FEATURES_EPOCH: Final = 1
+
+
+@functools.cache
+def _features(version: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """v3 omits a supported range that starts at 0, as Kafka does: clients of that version read a minimum of 0
+    as invalid, and v4 exists to lift that."""
+    cls = ApiVersionsResponse[version]
+    supported = tuple(cls.SupportedFeatureKey(name=f.name, min_version=f.min_version, max_version=f.max_version)
+                      for f in FEATURES if version >= 4 or f.min_version > 0)
+    finalized = tuple(cls.FinalizedFeatureKey(name=f.name, min_version_level=f.level, max_version_level=f.level)
+                      for f in FEATURES)
+    return supported, finalized
 
 
 @functools.cache

@@ -92,8 +92,14 @@ def api_versions(run: Run) -> None:
     conn = Connection((run.target.host, run.target.port), "differential")
     try:
         v0 = conn.call(ApiVersionsRequest[0](), ApiVersionsResponse)
+        v4 = conn.call(ApiVersionsRequest[4](client_software_name="differential", client_software_version="1"),
+                       ApiVersionsResponse)
     finally:
         conn.close()
+    # v4 differs from v3 only in listing supported ranges that start at 0; its features are what is new.
+    features = v4.to_dict(json=False)
+    run.record("api versions v4", {k: features[k] for k in ("error_code", "supported_features",
+                                                            "finalized_features", "finalized_features_epoch")})
     # v0 lists the same ranges; only that is compared, not each range a second time.
     run.record("api versions v0", {"error_code": v0.error_code,
                                    "same ranges as v3": v0.to_dict()["api_keys"] == v3.to_dict()["api_keys"]})

@@ -159,10 +159,16 @@ def test_api_versions_v0() -> None:
 
 def test_api_versions_v3_keeps_header_v0() -> None:
     entries = b"".join(RANGES_V0[i:i + 6] + h("00") for i in range(0, len(RANGES_V0), 6))
-    body = h("0000" "1b") + entries + h("00000000" "00")  # compact array (n+1), throttle, no tags
-    expected = h("%08x" % (4 + len(body)) + "00000009") + body  # header v0: no tagged fields
-    assert encode_response(api_versions_body(3), 9) == expected
-    assert encode_response(api_versions_body(4), 9) == expected
+    group_version = h("0e") + b"group.version"
+    epoch = h("01" "08" "0000000000000001")  # tag 1: FinalizedFeaturesEpoch
+    finalized = h("02" "14" "02") + group_version + h("0001" "0001" "00")  # tag 2: [name, max level, min level]
+    supported = h("00" "14" "02") + group_version + h("0000" "0001" "00")  # tag 0: [name, min, max]
+    for version, tags in ((3, h("02") + epoch + finalized), (4, h("03") + supported + epoch + finalized)):
+        # compact array (n+1), throttle, then the features as tagged fields; v3 leaves out a supported range
+        # that starts at 0, as Kafka does.
+        body = h("0000" "1b") + entries + h("00000000") + tags
+        expected = h("%08x" % (4 + len(body)) + "00000009") + body  # header v0: no tagged fields
+        assert encode_response(api_versions_body(version), 9) == expected
 
 
 def test_unsupported_version_answer_is_v0_layout_with_our_ranges() -> None:
