@@ -20,8 +20,8 @@ from coordinator_server.cluster import zk_layout as zl
 from coordinator_server.cluster.controller import OFFSETS_TOPIC, ClusterView
 from coordinator_server.cluster.zk_client import ZkClient
 from coordinator_server.topics.registry import Topic, is_valid_topic_name
-from protocol.kafka_uuid import kafka_uuid_string, parse_kafka_uuid, random_kafka_uuid
 from protocol.errors import Errors, KafkaError
+from protocol.kafka_uuid import kafka_uuid_string, parse_kafka_uuid, random_kafka_uuid
 
 log = structlog.get_logger("coordinator_server.cluster")
 

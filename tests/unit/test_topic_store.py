@@ -12,8 +12,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from coordinator_server.config import TopicSpec
 from coordinator_server.storage.log import DefaultRecordBatch
 from coordinator_server.topics.store import PARTITION_METADATA, StoreConfig, TopicStore
-from protocol.kafka_uuid import parse_kafka_uuid
 from protocol.errors import Errors, KafkaError
+from protocol.kafka_uuid import parse_kafka_uuid
 
 
 def batch(values: list[bytes], *, ts: int = 1_000, pid: int = -1, epoch: int = -1, seq: int = -1,
