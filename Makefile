@@ -128,7 +128,8 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check coordinator_server protocol tests
 
 # Measured speed (benchmarks/, docs/performance.md): every figure a ratio against a floor server and
-# librdkafka's mock cluster measured in the same run; the cluster scenario (ZooKeeper and three nodes, hence
+# librdkafka's mock cluster measured in the same run, and Apache Kafka beside it (hence kafka-deps); the
+# cluster scenario (ZooKeeper and three nodes, hence
 # cluster-deps) against a single node. `bench` (< 15 min on 2 cores) writes
 # benchmarks/results/<date>.json, docs/performance.md and its plot; `bench-quick` (< 3 min) only prints.
 BENCH_ARGS ?=
@@ -137,10 +138,10 @@ $(BENCH_STAMP): $(STAMP)
 	$(PURE_INSTALL) -e '.[bench]'
 	touch $@
 
-bench: $(BENCH_STAMP) cluster-deps $(BUILD_STAMP)
+bench: $(BENCH_STAMP) cluster-deps kafka-deps $(BUILD_STAMP)
 	$(PY) -m benchmarks.run --profile $(BENCH_ARGS)
 
-bench-quick: $(BENCH_STAMP) cluster-deps $(BUILD_STAMP)
+bench-quick: $(BENCH_STAMP) cluster-deps kafka-deps $(BUILD_STAMP)
 	$(PY) -m benchmarks.run --quick $(BENCH_ARGS)
 
 clean:

@@ -11,12 +11,16 @@ Two uses, each in a process of its own:
     python -m benchmarks.members register HOST PORT GROUPS MEMBERS_PER_GROUP
         registers GROUPS Stable groups (for the peer, which has no log to preload), prints each group's
         generation and member ids, then keeps the connections open (and the members idle) until stdin closes.
+    python -m benchmarks.members enroll HOST PORT GROUPS MEMBERS_PER_GROUP
+        the same for Apache Kafka, with 30-minute sessions: a wave's members close their connections once
+        their groups are Stable (they stay members), and it exits after printing.
 """
 from __future__ import annotations
 
 import asyncio
 import gc
 import json
+import os
 import resource
 import sys
 import time
@@ -339,12 +343,44 @@ async def register(host: str, port: int, groups: int, per_group: int) -> None:
     await asyncio.gather(*all_tasks)
 
 
+# A real broker (Apache Kafka): groups of a wave form at once, as in `register`; then their members close their
+# connections without leaving, and stay members for their sessions. A member need not hold a connection: the
+# load generator heartbeats them over its own, as it does the server's preloaded members.
+ENROLL_WAVE_MEMBERS = 1_000
+
+
+async def enroll(host: str, port: int, groups: int, per_group: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    out: dict[str, Any] = {"groups": {}}
+    wave = max(1, ENROLL_WAVE_MEMBERS // per_group)
+    for first in range(0, groups, wave):
+        stop = asyncio.Event()
+        batch = [Group(f"kafka-group-{g:06d}", per_group) for g in range(first, min(groups, first + wave))]
+        for g in batch:
+            g.heartbeat_interval_s = 0.2  # a member synced in an earlier round learns of the next one soon
+        conns = list(await connect(host, port, len(batch) * per_group))
+        tasks = [asyncio.ensure_future(member(host, port, g, i, stop, conns[n * per_group + i]))
+                 for n, g in enumerate(batch) for i in range(per_group)]
+        await asyncio.wait_for(asyncio.gather(*(g.complete.wait() for g in batch)), WAVE_TIMEOUT_S)
+        stop.set()
+        await asyncio.gather(*tasks)
+        for g in batch:
+            out["groups"][g.group_id] = {"generation": g.generation, "members": list(g.synced)}
+    out["seconds"] = time.perf_counter() - started
+    return out
+
+
 def main() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if mode == "rebalance":
         print(json.dumps(uvloop.run(rebalance(host, port, int(sys.argv[4])))), flush=True)
+    elif mode == "enroll":
+        out = uvloop.run(enroll(host, port, int(sys.argv[4]), int(sys.argv[5])))
+        # The loop left stdout non-blocking: a pipe takes 64 KiB, and the rest of a long line would be lost.
+        os.set_blocking(sys.stdout.fileno(), True)
+        print(json.dumps(out), flush=True)
     else:
         uvloop.run(register(host, port, int(sys.argv[4]), int(sys.argv[5])))
 

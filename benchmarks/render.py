@@ -200,6 +200,72 @@ def _met(ok: bool) -> str:
 
 
 def table(res: dict[str, Any]) -> str:
+    """The results, each row with its "x Kafka" cell last (— where Kafka has no such figure)."""
+    cells = kafka_cells(res)
+    rows = _rows(res) + kafka_rows(res.get("kafka"))
+    lines = ["| Scenario | Figure | Baseline | Ratio | Target | x Kafka |", "|---|---|---|---|---|---|"]
+    for row in rows[2:]:
+        label = row.split("|")[1].strip()
+        lines.append(f"{row} {cells.get(label, '—')} |")
+    return "\n".join(lines)
+
+
+def _ratio(x: float | None, y: float | None) -> float | None:
+    return x / y if x and y else None
+
+
+def kafka_cells(res: dict[str, Any]) -> dict[str, str]:
+    """Per row label, the server against Apache Kafka in the same run: its rate over Kafka's, or Kafka's time
+    over its own, so above 1 the server is ahead. Commits say which durability each side gave."""
+    k = res.get("kafka")
+    if not k:
+        return {}
+    cells: dict[str, str] = {}
+    kafka_hb = {h["members"]: h for h in k.get("heartbeat", [])}
+    for s in (res.get("heartbeat") or {}).get("server", []):
+        if s["members"] in kafka_hb and (r := _ratio(s["rps"], kafka_hb[s["members"]]["rps"])):
+            cells[f"heartbeat, {s['members']:,} members"] = f"{r:.2f}x"
+    kafka_rb = {r["members"]: r for r in k.get("rebalance", [])}
+    for r in res.get("rebalance", []):
+        if r["members"] in kafka_rb and (x := _ratio(kafka_rb[r["members"]]["seconds"], r["seconds"])):
+            cells[f"rebalance, {r['members']:,} members"] = f"{x:.2f}x"
+    ours = {(c["fsync"], c["committers"]): c["rps"] for c in res.get("commits", [])}
+    theirs = {(c["flush"], c["committers"]): c["rps"] for c in k.get("commits", [])}
+    for n in sorted({c for _, c in ours}):
+        parts = []
+        for label, server, kafka in (("defaults (server flushes each commit, Kafka none)", "always", "never"),
+                                     ("flush each write on both", "always", "always"),
+                                     ("no flush on both", "never", "never")):
+            if (x := _ratio(ours.get((server, n)), theirs.get((kafka, n)))):
+                parts.append(f"{x:.2f}x {label}")
+        if parts:
+            cells[f"durable commits, {n} committers"] = "; ".join(parts)
+    return cells
+
+
+def kafka_rows(k: dict[str, Any] | None) -> list[str]:
+    """Kafka's own figures, the baselines of the "x Kafka" cells."""
+    if not k:
+        return []
+    name = f"Apache Kafka {k['version']}"
+    rows = []
+    for h in k.get("heartbeat", []):
+        rows.append(f"| heartbeat, {name}, {h['members']:,} members | {h['rps']:,.0f}/s, p50 {h['p50_us']:.0f} µs, "
+                    f"p99 {h['p99_us']:.0f} µs{_cpu(h)} (enrolled in {h['enroll_s']:.0f} s) | — | — | — |")
+    for r in k.get("rebalance", []):
+        rows.append(f"| rebalance, {name}, {r['members']:,} members | {r['seconds'] * 1000:,.0f} ms | — | — | — |")
+    by_n: dict[int, dict[str, dict[str, Any]]] = {}
+    for c in k.get("commits", []):
+        by_n.setdefault(c["committers"], {})[c["flush"]] = c
+    for n, c in sorted(by_n.items()):
+        figure = ", ".join(f"{c[f]['rps']:,.0f}/s, p50 {c[f]['p50_us']:,.0f} µs{_cpu(c[f])} ({what})"
+                           for f, what in (("never", "its default: no flush"), ("always", "a flush each write"))
+                           if f in c)
+        rows.append(f"| commits, {name}, {n} committers | {figure} | — | — | — |")
+    return rows
+
+
+def _rows(res: dict[str, Any]) -> list[str]:
     f = res.get("figures") or figures(res)
     lines = ["| Scenario | Figure | Baseline | Ratio | Target |", "|---|---|---|---|---|"]
     hb = res.get("heartbeat")
@@ -291,7 +357,7 @@ def table(res: dict[str, Any]) -> str:
     lines += consumer_rows(res.get("consumer"))
     lines += cluster_rows(res.get("cluster"))
     lines += pipeline_rows(res.get("pipeline"))
-    return "\n".join(lines)
+    return lines
 
 
 def pipeline_rows(pl: dict[str, Any] | None) -> list[str]:
@@ -449,8 +515,12 @@ Every figure is a ratio against a baseline measured in the same run, with the sa
 `asyncio.Protocol` on uvloop that cuts whole frames in `data_received` and writes a canned response of the
 same size from that call, no coroutine per request; the asyncio-streams floor of earlier rounds is kept as
 a second row) and the **peer** (librdkafka's mock cluster, whose classic
-group coordinator is written in C, started by confluent-kafka with `test.mock.num.brokers`). Absolute
-numbers depend on the machine; the ratios are the point. Nothing here is asserted by a test.
+group coordinator is written in C, started by confluent-kafka with `test.mock.num.brokers`). The last
+column sets the server against **Apache Kafka** ({(res.get('kafka') or {}).get('version', 'not run')}, one KRaft node
+started from the jars `make kafka-deps` installs) driven the same way in the same run: the server's rate over
+Kafka's, or Kafka's time over the server's, so above 1x the server is ahead; Kafka's own figures are the
+last rows. Absolute numbers depend on the machine; the ratios are the point. Nothing here is asserted by a
+test.
 
 ## Results
 
@@ -538,6 +608,19 @@ numbers depend on the machine; the ratios are the point. Nothing here is asserte
   run on a quiet machine); the 20M log's once. *Split*: one group's
   commits in one partition with 1 GiB segments (one segment), decoded with
   `spark.coordinator.pipeline.splitSegments` on and off; best wall time of two each, interleaved.
+- **Apache Kafka** (`benchmarks/kafka_peer.py`): a single combined broker and controller sized for 2 cores
+  (`tests/kafka/broker.py`: 1 GiB heap, two network and two I/O threads, replication factors 1,
+  `group.initial.rebalance.delay.ms=0`), driven by the same load generator, frames and member driver as the
+  server. Its heartbeat members are enrolled with real JoinGroup/SyncGroup rounds (groups of 100, 30-minute
+  sessions, a thousand members at a time, each wave's connections closed once Stable: membership does not
+  need the connection), then heartbeated over the same 32 connections as the server's preloaded members;
+  there is no million-member Kafka row (enrolling runs at a few thousand members a second). Rebalances and
+  commits are the server's scenarios unchanged. Commits run on two brokers in turn: one at Kafka's defaults,
+  which never flush (an acknowledged commit is in the page cache), and one with
+  `log.flush.interval.messages=1` (every append flushed before its answer). The server's `fsync always`
+  is its default, so the "defaults" pairing sets a flush per commit against none; "flush each write on
+  both" and "no flush on both" compare like with like. Each Kafka load starts after a 5 s warm-up
+  (unmeasured, as the server's shorter one is), for the JIT.
 - **KIP-848 consumer groups** (`benchmarks/consumer_groups.py`, in process: the core is synchronous, so its
   cost is CPU): the server-side `uniform` and `range` assignors' time for one assignment against group
   size over one topic of 10,000 partitions — fresh, and sticky after one member joins a settled group —

@@ -25,10 +25,10 @@ from typing import Any
 
 from coordinator_server.cli import configure_logging
 
-from . import cluster, consumer_groups, pipeline, render, scenarios
+from . import cluster, consumer_groups, kafka_peer, pipeline, render, scenarios
 from .procs import ROOT
 
-SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "consumer", "cluster", "pipeline"]
+SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "consumer", "cluster", "pipeline", "kafka"]
 # The results a scenario writes besides the one of its own name (what `--merge-into` replaces).
 RESULT_KEYS = {"commits": ("commits", "offset_fetches", "commit_floor", "durable_floor")}
 
@@ -121,6 +121,13 @@ def run(quick: bool, only: list[str], profile: bool, recovery_records: int | Non
     if step("pipeline"):
         res["pipeline"] = pipeline.run(quick, work)
         _done("pipeline", timings)
+    if step("kafka"):
+        if kafka_peer.available():
+            res["kafka"] = kafka_peer.run(scale, work)
+        else:
+            print("[bench] kafka skipped: no Kafka jars in build/kafka/lib (`make kafka-deps`)", file=sys.stderr,
+                  flush=True)
+        _done("kafka", timings)
     if profile and not quick:
         res["profiles"] = profiles(scale, work, empty["rss_bytes"])
     res["scenario_seconds"] = timings

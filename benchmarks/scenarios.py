@@ -39,6 +39,10 @@ class Scale:
         self.e2e_records = 20_000 if quick else 100_000
         self.cluster_groups = 200 if quick else 1_000
         self.cluster_committers = [16] if quick else [1, 16, 128]
+        # Apache Kafka's rows (benchmarks/kafka_peer.py): its members are enrolled over the wire, a few
+        # thousand a second, so the million-member row has no Kafka figure.
+        self.kafka_hb_members = [10_000] if quick else [10_000, 100_000]
+        self.kafka_rebalance_sizes = [1000] if quick else [1000, 5000]
 
 
 def _tmpdir(root: Path, name: str) -> Path:

@@ -120,8 +120,9 @@ def _die_with_parent() -> None:
 
 class KafkaBroker:
     def __init__(self, work_dir: Path, *, port: int = 0, controller_port: int = 0, heap: str = "1g",
-                 lib_dir: Path = LIB_DIR, host: str = "127.0.0.1") -> None:
+                 lib_dir: Path = LIB_DIR, host: str = "127.0.0.1", settings: dict[str, str] | None = None) -> None:
         self.work_dir = Path(work_dir)
+        self.settings = {**BROKER_SETTINGS, **(settings or {})}  # e.g. the bench's flush per write
         self.host = host
         self.port = port or free_port(host)
         self.controller_port = controller_port or free_port(host)
@@ -148,7 +149,7 @@ class KafkaBroker:
         log_dir = self.work_dir / "log"
         shutil.rmtree(log_dir, ignore_errors=True)
         settings = {
-            **BROKER_SETTINGS,
+            **self.settings,
             "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
             "controller.quorum.bootstrap.servers": f"{self.host}:{self.controller_port}",

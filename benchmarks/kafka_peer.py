@@ -1,0 +1,146 @@
+"""Apache Kafka as the performance peer: the scenarios that have a Kafka equivalent, run against a real broker
+(tests/kafka/broker.py, the jars `make kafka-deps` installs) in the same run, with the same load generator and
+the same member driver as the server's rows, so the table can say "x Kafka".
+
+- heartbeats: groups of 100 members enrolled over the wire (the server's are preloaded from a log; Kafka has
+  no such log, so `members enroll` joins them, with the same 30-minute sessions), then the same 32
+  connections cycling through the same sample of members.
+- rebalance: `members rebalance` against Kafka, one group of N members joining at once, as for the server.
+- offset commits: one group per committer, standalone commits of one partition, as for the server, with the
+  broker at Kafka's defaults (no flush: the page cache holds an acknowledged commit) and with a flush per
+  write (`log.flush.interval.messages=1`: every append is flushed before the answer), the durability the
+  server gives at its own defaults.
+
+The broker is the single KRaft node of the differential tests, sized for 2 cores (tests/kafka/broker.py). The
+JVM compiles its hot paths while it runs, so each load starts after a longer warm-up than the server's (it
+is not measured either way).
+"""
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.kafka.broker import LIB_DIR, KafkaBroker
+
+from . import scenarios, wire
+from .procs import run_json
+
+KAFKA_WARMUP_S = 5.0
+# Kafka's settings for the commit rows: at its defaults, and with each append flushed before it is answered.
+FLUSH_EACH_WRITE = {"log.flush.interval.messages": "1"}
+
+
+def available() -> bool:
+    return any(LIB_DIR.glob("kafka_2.13-*.jar"))
+
+
+def version() -> str:
+    jar = next(LIB_DIR.glob("kafka_2.13-*.jar"))
+    return jar.stem.removeprefix("kafka_2.13-")
+
+
+@contextmanager
+def broker(work: Path, name: str, settings: dict[str, str] | None = None) -> Iterator[KafkaBroker]:
+    kafka = KafkaBroker(scenarios._tmpdir(work, name), settings=settings).start()
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
+        shutil.rmtree(kafka.work_dir, ignore_errors=True)
+
+
+def _pid(kafka: KafkaBroker) -> int:
+    assert kafka.proc is not None
+    return kafka.proc.pid
+
+
+def heartbeats(scale: scenarios.Scale, kafka: KafkaBroker, members: int) -> dict[str, Any]:
+    groups = members // scenarios.MEMBERS_PER_GROUP
+    enrolled = run_json("benchmarks.members", "enroll", kafka.host, str(kafka.port), str(groups),
+                        str(scenarios.MEMBERS_PER_GROUP), timeout_s=1800)
+    everyone = [(g, v["generation"], m) for g, v in enrolled["groups"].items() for m in v["members"]]
+    sample = random.Random(members).sample(everyone, min(scale.hb_sample, len(everyone)))
+    result = scenarios._measured(_pid(kafka), kafka.host, kafka.port,
+                                 scenarios.heartbeat_frames(sample, scale.hb_connections),
+                                 connections=scale.hb_connections, warmup_s=max(scale.hb_warmup_s, KAFKA_WARMUP_S),
+                                 duration_s=scale.hb_duration_s, error_offset=wire.heartbeat_error_offset())
+    return result | {"members": members, "enroll_s": enrolled["seconds"]}
+
+
+def rebalance(scale: scenarios.Scale, kafka: KafkaBroker, sizes: list[int]) -> list[dict[str, Any]]:
+    cpu = scenarios._CpuSampler(_pid(kafka))
+    runs: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
+    try:
+        for _ in range(scale.rebalance_repeats):
+            for size in sizes:
+                run = run_json("benchmarks.members", "rebalance", kafka.host, str(kafka.port), str(size))
+                time.sleep(0.03)
+                t0 = run["started_monotonic_s"]
+                run["server_cpu_s"] = cpu.between(t0, t0 + run["seconds"])
+                runs[size].append(run)
+    finally:
+        cpu.stop()
+    out = []
+    for size in sizes:
+        seconds = sorted(r["seconds"] for r in runs[size])
+        out.append({"members": size, "seconds": seconds[len(seconds) // 2], "runs": runs[size]})
+    return out
+
+
+def _create_commit_topic(kafka: KafkaBroker) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=kafka.address, client_id="bench")
+    try:
+        admin.create_topics([NewTopic(scenarios.COMMIT_TOPIC, 1, 1)])
+    finally:
+        admin.close()
+
+
+def commits(scale: scenarios.Scale, kafka: KafkaBroker, flush: str) -> list[dict[str, Any]]:
+    _create_commit_topic(kafka)
+    out = []
+    for committers in scale.committers:
+        # Until the new partition is served, a commit answers UNKNOWN_TOPIC_OR_PARTITION: a short load first,
+        # unmeasured, until every answer is a success.
+        deadline = time.monotonic() + 30
+        while True:
+            probe = scenarios._drive_committers(_probe_scale(), _pid(kafka), kafka.port, 1)
+            if probe["errors"] == 0 and probe["requests"] > 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kafka did not serve {scenarios.COMMIT_TOPIC} in 30 s: {probe}")
+        warm = max(scale.commit_warmup_s, KAFKA_WARMUP_S)
+        result = scenarios._drive_committers(_with_warmup(scale, warm), _pid(kafka), kafka.port, committers)
+        out.append(result | {"flush": flush})
+    return out
+
+
+def _probe_scale() -> scenarios.Scale:
+    probe = scenarios.Scale(quick=True)
+    probe.commit_warmup_s, probe.commit_duration_s = 0.1, 0.3
+    return probe
+
+
+def _with_warmup(scale: scenarios.Scale, warmup_s: float) -> scenarios.Scale:
+    copy = scenarios.Scale(scale.quick, scale.recovery_records)
+    copy.commit_warmup_s, copy.commit_duration_s = warmup_s, scale.commit_duration_s
+    return copy
+
+
+def run(scale: scenarios.Scale, work: Path) -> dict[str, Any]:
+    """Every Kafka row of the table. Two brokers in turn: one at Kafka's defaults (heartbeats, rebalances,
+    commits), then one that flushes each write (commits)."""
+    res: dict[str, Any] = {"version": version()}
+    with broker(work, "kafka-defaults") as kafka:
+        res["start_s"] = kafka.started_s
+        res["commits"] = commits(scale, kafka, "never")
+        res["rebalance"] = rebalance(scale, kafka, scale.kafka_rebalance_sizes)
+        res["heartbeat"] = [heartbeats(scale, kafka, n) for n in scale.kafka_hb_members]
+    with broker(work, "kafka-flush", FLUSH_EACH_WRITE) as kafka:
+        res["commits"] += commits(scale, kafka, "always")
+    return res
