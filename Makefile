@@ -68,15 +68,17 @@ test-integration: $(TEST_STAMP) $(BUILD_STAMP)
 # (Debian's packaged sources, built offline in GOPATH mode), franz-go, IBM Sarama and kafka-go 0.4 (Go modules
 # pinned by tests/interop/go/mod/go.mod and go.sum, downloaded once from the module proxy into build/go-mod;
 # they need Go >= 1.26 on PATH, newer than Debian 12's golang-go), both drivers built into build/interop-go by
-# tests/interop/go_build.py, and Burrow (Debian) for the lag-monitor test. Idempotent and quiet once installed.
+# tests/interop/go_build.py, the Java client's driver compiled against Kafka's jars (kafka-deps) by
+# tests/interop/java_build.py, and Burrow (Debian) for the lag-monitor test. Idempotent and quiet once installed.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || ! command -v sudo >/dev/null || echo sudo)
 NODE_DIR := tests/interop/node
 INTEROP_DEBS := kcat golang-go golang-github-shopify-sarama-dev golang-github-segmentio-kafka-go-dev burrow
 
-interop-deps: $(NODE_DIR)/node_modules/.package-lock.json $(TEST_STAMP)
+interop-deps: $(NODE_DIR)/node_modules/.package-lock.json $(TEST_STAMP) kafka-deps
 	@dpkg-query -W -f='$${Status}\n' $(INTEROP_DEBS) 2>/dev/null | grep -c '^install ok installed' | grep -qx $(words $(INTEROP_DEBS)) \
 		|| ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(INTEROP_DEBS) >/dev/null)
 	@$(PY) -m tests.interop.go_build >/dev/null
+	@$(PY) -m tests.interop.java_build >/dev/null
 
 $(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
@@ -199,6 +201,7 @@ $(KAFKA_STAMP): tests/kafka/pom.xml
 
 kafka-deps: $(KAFKA_STAMP)
 	@command -v java >/dev/null && java -version 2>&1 | grep -q 'version "\(1[7-9]\|2[0-9]\)' || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null)
+	@command -v javac >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless >/dev/null)
 
 # One KRaft broker (its own controller) in the foreground on KAFKA_PORT (default: a free one), a fresh log
 # dir each run; it prints its address once FindCoordinator answers, and Ctrl-C stops it.

@@ -347,6 +347,7 @@ async def register(host: str, port: int, groups: int, per_group: int) -> None:
 # connections without leaving, and stay members for their sessions. A member need not hold a connection: the
 # load generator heartbeats them over its own, as it does the server's preloaded members.
 ENROLL_WAVE_MEMBERS = 1_000
+ENROLL_WAVE_TIMEOUT_S = 120.0  # a wave takes about 1.5 s on 2 cores; a busy machine may take far longer
 
 
 async def enroll(host: str, port: int, groups: int, per_group: int) -> dict[str, Any]:
@@ -361,7 +362,13 @@ async def enroll(host: str, port: int, groups: int, per_group: int) -> dict[str,
         conns = list(await connect(host, port, len(batch) * per_group))
         tasks = [asyncio.ensure_future(member(host, port, g, i, stop, conns[n * per_group + i]))
                  for n, g in enumerate(batch) for i in range(per_group)]
-        await asyncio.wait_for(asyncio.gather(*(g.complete.wait() for g in batch)), WAVE_TIMEOUT_S)
+        try:
+            await asyncio.wait_for(asyncio.gather(*(g.complete.wait() for g in batch)), ENROLL_WAVE_TIMEOUT_S)
+        except TimeoutError:
+            stuck = {g.group_id: {"synced": len(g.synced), "generation": max(g.synced.values(), default=-1),
+                                  "joining": g.joining, "syncing": g.syncing}
+                     for g in batch if not g.complete.is_set()}
+            raise RuntimeError(f"groups not Stable in {ENROLL_WAVE_TIMEOUT_S} s: {stuck}") from None
         stop.set()
         await asyncio.gather(*tasks)
         for g in batch:

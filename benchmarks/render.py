@@ -247,8 +247,10 @@ def kafka_rows(k: dict[str, Any] | None) -> list[str]:
     """Kafka's own figures, the baselines of the "x Kafka" cells."""
     if not k:
         return []
+    if "version" not in k:
+        return [f"| Apache Kafka | failed: {k.get('error', 'no result')[:300]} | — | — | — |"]
     name = f"Apache Kafka {k['version']}"
-    rows = []
+    rows = [f"| {name}, {e['part']} | failed: {e['error'][:300]} | — | — | — |" for e in k.get("errors", [])]
     for h in k.get("heartbeat", []):
         rows.append(f"| heartbeat, {name}, {h['members']:,} members | {h['rps']:,.0f}/s, p50 {h['p50_us']:.0f} µs, "
                     f"p99 {h['p99_us']:.0f} µs{_cpu(h)} (enrolled in {h['enroll_s']:.0f} s) | — | — | — |")

@@ -123,7 +123,11 @@ def run(quick: bool, only: list[str], profile: bool, recovery_records: int | Non
         _done("pipeline", timings)
     if step("kafka"):
         if kafka_peer.available():
-            res["kafka"] = kafka_peer.run(scale, work)
+            try:
+                res["kafka"] = kafka_peer.run(scale, work)
+            except Exception as e:  # the broker did not start: every other figure is kept
+                print(f"[bench] kafka failed: {e!r}", file=sys.stderr, flush=True)
+                res["kafka"] = {"error": repr(e)[-2000:]}
         else:
             print("[bench] kafka skipped: no Kafka jars in build/kafka/lib (`make kafka-deps`)", file=sys.stderr,
                   flush=True)

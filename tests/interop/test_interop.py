@@ -69,6 +69,8 @@ NO_STATIC = {
 NO_CLIENT_ASSIGNOR = {
     "confluent-kafka+consumer": "with KIP-848 the coordinator assigns; its assignors are uniform and range (no "
                                 "round-robin)",
+    "java+consumer": "with KIP-848 the coordinator assigns (group.remote.assignor); its assignors are uniform and "
+                     "range, and the Java client rejects partition.assignment.strategy with group.protocol=consumer",
     "franz-go+consumer": "franz-go speaks KIP-848 only when its first balancer is range or (cooperative-)sticky "
                          "(consumer_group_848.go, should848: any other falls back to the classic protocol); the "
                          "coordinator's assignors are uniform and range (no round-robin)",
@@ -365,7 +367,7 @@ SCENARIO_FUNCS = {
 
 # id -> (assignor, members). The last member leaves (LeaveGroup) and the second is kill -9ed.
 MIXED: dict[str, tuple[str, list[str]]] = {
-    "range": ("range", ["kafka-python", "confluent-kafka", "aiokafka", "sarama", "kcat"]),
+    "range": ("range", ["kafka-python", "confluent-kafka", "java", "aiokafka", "sarama", "kcat"]),
     # kafkajs's RoundRobinAssigner renamed "roundrobin" (same algorithm) so that it can join the vote.
     "roundrobin": ("roundrobin", ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "sarama",
                                   "platformatic-kafka", "kafkajs"]),
@@ -374,11 +376,11 @@ MIXED: dict[str, tuple[str, list[str]]] = {
     # aiokafka) cannot read it and assigns kafka-go nothing. So it shares a group with the clients that read
     # only the v0 fields, whichever of them leads; it is the one kill -9ed (it cannot leave, see NO_LEAVE).
     "roundrobin-kafka-go": ("roundrobin", ["sarama", "kafka-go", "platformatic-kafka", "kafkajs"]),
-    # The current Go clients with the two cooperative-sticky implementations of librdkafka and kafka-python.
+    # The current Go clients with the cooperative-sticky implementations of librdkafka, kafka-python and Java.
     # In "range-go" kafka-go 0.4 writes the short subscription kafka-go 0.2.1 does; franz-go and both Saramas
     # read a version-1 subscription that ends early as version 0 (franz-go's group_balancer.go, Sarama's
     # consumer_group_members.go; Sarama 1.22 reads only version 0), so whichever of them leads assigns it.
-    "cooperative-sticky": ("cooperative-sticky", ["kafka-python", "franz-go", "confluent-kafka", "ibm-sarama"]),
+    "cooperative-sticky": ("cooperative-sticky", ["kafka-python", "franz-go", "confluent-kafka", "java", "ibm-sarama"]),
     "range-go": ("range", ["franz-go", "kafka-go-0.4", "ibm-sarama", "sarama"]),
 }
 
