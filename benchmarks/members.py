@@ -356,7 +356,10 @@ async def enroll(host: str, port: int, groups: int, per_group: int) -> dict[str,
     wave = max(1, ENROLL_WAVE_MEMBERS // per_group)
     for first in range(0, groups, wave):
         stop = asyncio.Event()
-        batch = [Group(f"kafka-group-{g:06d}", per_group) for g in range(first, min(groups, first + wave))]
+        # Named by the run's size: a later run on the same broker must not join the earlier run's groups, whose
+        # members (no longer heartbeating, sessions of 30 minutes) would hold every rebalance for its timeout.
+        batch = [Group(f"kafka-{groups}x{per_group}-group-{g:06d}", per_group)
+                 for g in range(first, min(groups, first + wave))]
         for g in batch:
             g.heartbeat_interval_s = 0.2  # a member synced in an earlier round learns of the next one soon
         conns = list(await connect(host, port, len(batch) * per_group))

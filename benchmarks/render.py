@@ -1,6 +1,7 @@
 """Figures, the results table, the rebalance plot and docs/performance.md, all from one results JSON."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -248,9 +249,9 @@ def kafka_rows(k: dict[str, Any] | None) -> list[str]:
     if not k:
         return []
     if "version" not in k:
-        return [f"| Apache Kafka | failed: {k.get('error', 'no result')[:300]} | — | — | — |"]
+        return [f"| Apache Kafka | failed: {_one_line(k.get('error', 'no result'))} | — | — | — |"]
     name = f"Apache Kafka {k['version']}"
-    rows = [f"| {name}, {e['part']} | failed: {e['error'][:300]} | — | — | — |" for e in k.get("errors", [])]
+    rows = [f"| {name}, {e['part']} | failed: {_one_line(e['error'])} | — | — | — |" for e in k.get("errors", [])]
     for h in k.get("heartbeat", []):
         rows.append(f"| heartbeat, {name}, {h['members']:,} members | {h['rps']:,.0f}/s, p50 {h['p50_us']:.0f} µs, "
                     f"p99 {h['p99_us']:.0f} µs{_cpu(h)} (enrolled in {h['enroll_s']:.0f} s) | — | — | — |")
@@ -265,6 +266,14 @@ def kafka_rows(k: dict[str, Any] | None) -> list[str]:
                            if f in c)
         rows.append(f"| commits, {name}, {n} committers | {figure} | — | — | — |")
     return rows
+
+
+def _one_line(error: str, limit: int = 240) -> str:
+    """An error's last line (a traceback ends with the exception), fit for a table cell."""
+    lines = [line.strip() for line in error.replace("\\n", "\n").splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"\w+(Error|Exception)\b", line)]
+    text = (raised or lines or [error])[-1].replace("|", "/")
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _rows(res: dict[str, Any]) -> list[str]:

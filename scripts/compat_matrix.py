@@ -28,11 +28,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs", "sarama", "kafka-go",
-           "platformatic-kafka", "franz-go", "ibm-sarama", "kafka-go-0.4", "confluent-kafka+consumer",
-           "franz-go+consumer"]
+           "platformatic-kafka", "franz-go", "ibm-sarama", "kafka-go-0.4", "java", "confluent-kafka+consumer",
+           "franz-go+consumer", "java+consumer"]
 # How each client is named in the matrix (its package name where the test id cannot hold it).
 DISPLAY = {"sarama": "Sarama", "platformatic-kafka": "@platformatic/kafka", "ibm-sarama": "Sarama (IBM)",
-           "kafka-go-0.4": "kafka-go 0.4"}
+           "kafka-go-0.4": "kafka-go 0.4", "java": "Java (kafka-clients)"}
 # The group protocol a client row speaks: `<client>+consumer` is KIP-848's (group.protocol=consumer).
 CONSUMER_SUFFIX = "+consumer"
 
