@@ -104,6 +104,9 @@ def consumer_group(run: Run) -> None:
             call(run, f"describe v{version}", ConsumerGroupDescribeRequest[version](
                 group_ids=[run.group(), run.group("nobody")], include_authorized_operations=False),
                 ConsumerGroupDescribeResponse)
+        call(run, "describe v1, authorized operations", ConsumerGroupDescribeRequest[1](
+            group_ids=[run.group(), run.group("nobody")], include_authorized_operations=True),
+            ConsumerGroupDescribeResponse)
         b.heartbeat("b: heartbeat, stale epoch", member_epoch=b.epoch - 1)
         b.heartbeat("b: heartbeat, epoch from the future", member_epoch=b.epoch + 5)
         b.heartbeat("unknown member", member_id="AAAAAAAAAAAAAAAAAAAA_w", member_epoch=3)
