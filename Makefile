@@ -199,6 +199,8 @@ $(KAFKA_STAMP): tests/kafka/pom.xml
 		>$(dir $(KAFKA_STAMP))mvn.log 2>&1 || (cat $(dir $(KAFKA_STAMP))mvn.log; exit 1)
 	@touch $@
 
+# javac too: the differential suite compiles its small Java driver of Kafka's groups tool and Admin
+# (tests/kafka/java_tools.py), and the interop suite the Java client's driver (tests/interop/java_build.py).
 kafka-deps: $(KAFKA_STAMP)
 	@command -v java >/dev/null && java -version 2>&1 | grep -q 'version "\(1[7-9]\|2[0-9]\)' || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null)
 	@command -v javac >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless >/dev/null)

@@ -17,7 +17,11 @@ _ListedGroup = ListGroupsResponse.ListedGroup
 _DeletableGroupResult = DeleteGroupsResponse.DeletableGroupResult
 
 
-def describe_groups_response(descriptions: list[GroupDescription], version: int) -> Any:
+def describe_groups_response(descriptions: list[GroupDescription], version: int,
+                             authorized_operations: list[frozenset[int] | None] | None = None) -> Any:
+    """`authorized_operations`, one per description when the request asked for them (v3+): the operation
+    codes the caller may do on that group, or None for a group not described (an error)."""
+    operations = authorized_operations or [AUTHORIZED_OPERATIONS_OMITTED] * len(descriptions)
     groups = [
         _DescribedGroup(
             error_code=int(d.error),
@@ -32,9 +36,9 @@ def describe_groups_response(descriptions: list[GroupDescription], version: int)
                                  member_assignment=m.assignment)
                 for m in d.members
             ],
-            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            authorized_operations=ops,
         )
-        for d in descriptions
+        for d, ops in zip(descriptions, operations, strict=True)
     ]
     return DescribeGroupsResponse[version](throttle_time_ms=0, groups=groups)
 

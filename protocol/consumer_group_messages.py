@@ -83,8 +83,22 @@ def heartbeat_response(result: ConsumerGroupHeartbeatResult, version: int) -> An
     )
 
 
-def describe_response(groups: list[ConsumerGroupDescription], version: int) -> Any:
+# ConsumerGroupDescribe's AuthorizedOperations when they were not asked for (INT32_MIN).
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def authorized_operations_bits(codes: frozenset[int]) -> int:
+    """ConsumerGroupDescribe's AuthorizedOperations: a 32-bit field, bit N for the operation of code N."""
+    return sum(1 << code for code in codes)
+
+
+def describe_response(groups: list[ConsumerGroupDescription], version: int,
+                      authorized_operations: list[frozenset[int] | None] | None = None) -> Any:
+    """`authorized_operations`, one per group when the request asked for them: the operation codes the
+    caller may do on that group, or None for a group not described (an error)."""
     cls: Any = ConsumerGroupDescribeResponse  # (as above)
+    operations = [AUTHORIZED_OPERATIONS_OMITTED if ops is None else authorized_operations_bits(ops)
+                  for ops in authorized_operations or [None] * len(groups)]
     group_cls = cls.DescribedGroup
     member_cls = group_cls.Member
     assignment_cls = member_cls.Assignment
@@ -106,5 +120,5 @@ def describe_response(groups: list[ConsumerGroupDescription], version: int) -> A
     return cls[version](throttle_time_ms=0, groups=[
         group_cls(error_code=int(g.error), error_message=g.error_message, group_id=g.group_id, group_state=g.state,
                   group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch, assignor_name=g.assignor_name,
-                  members=[member(m) for m in g.members], authorized_operations=-2147483648)
-        for g in groups])
+                  members=[member(m) for m in g.members], authorized_operations=ops)
+        for g, ops in zip(groups, operations, strict=True)])

@@ -27,7 +27,11 @@ class AdminHandlers:
         described = iter(await self.runtime.describe_groups(allowed, version) if allowed or not ids else [])
         out = [next(described) if access.group("DESCRIBE", g) else
                GroupDescription(g or "", Errors.GROUP_AUTHORIZATION_FAILED, "", "", "") for g in ids]
-        return am.describe_groups_response(out, version)
+        operations = None
+        if version >= 3 and req.include_authorized_operations:
+            # As Kafka: only a group answered without an error says what the caller may do to it.
+            operations = [access.group_operations(d.group_id) if d.error is Errors.NONE else None for d in out]
+        return am.describe_groups_response(out, version, operations)
 
     async def list_groups(self, req: Any, version: int, access: Access) -> Any:
         states, types = am.list_groups_filters(req, version)

@@ -44,4 +44,8 @@ class ConsumerGroupHandlers:
         described = iter(await self.runtime.consumer_group_describe(allowed) if allowed else [])
         out = [next(described) if access.group("DESCRIBE", g) else
                ConsumerGroupDescription(g, Errors.GROUP_AUTHORIZATION_FAILED) for g in ids]
-        return cgm.describe_response(out, version)
+        operations = None
+        if req.include_authorized_operations:
+            # As Kafka: only a group answered without an error says what the caller may do to it.
+            operations = [access.group_operations(d.group_id) if d.error is Errors.NONE else None for d in out]
+        return cgm.describe_response(out, version, operations)

@@ -17,6 +17,9 @@ from .acls import CLUSTER_NAME, WILDCARD, Acl
 from .files import ReloadingFile
 
 ANONYMOUS: Final = "User:ANONYMOUS"
+# What can be done to a group, by Kafka's AclOperation codes: the bits of the authorized-operations set that
+# DescribeGroups and ConsumerGroupDescribe answer when asked for it.
+GROUP_OPERATION_CODES: Final = {"READ": 3, "DELETE": 6, "DESCRIBE": 8, "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11}
 _IMPLIES_DESCRIBE: Final = frozenset({"DESCRIBE", "READ", "WRITE", "DELETE", "ALTER", "ALL"})
 
 
@@ -69,6 +72,11 @@ class Access:
 
     def group(self, operation: str, group_id: str | None) -> bool:
         return self._ok(operation, "GROUP", group_id or "")
+
+    def group_operations(self, group_id: str) -> frozenset[int]:
+        """The codes of the operations on the group this principal may do (every one without an authorizer,
+        as Kafka answers with none configured)."""
+        return frozenset(code for op, code in GROUP_OPERATION_CODES.items() if self.group(op, group_id))
 
     def topic(self, operation: str, topic: str) -> bool:
         return self._ok(operation, "TOPIC", topic)

@@ -43,7 +43,7 @@ LIB_DIR = REPO / "build" / "kafka" / "lib"
 ABSENT = "absent"
 
 _UUID = re.compile(r"^(?P<prefix>.*)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-_MEMBER_FIELDS = {"member_id", "leader"}
+_MEMBER_FIELDS = {"member_id", "leader", "CONSUMER-ID"}  # the last: a column of the groups tool's tables
 _BASE64_UUID = re.compile(r"^[A-Za-z0-9_-]{22}$")
 _HEX_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _LIST_GROUPS_FIELDS = {"group_id", "protocol_type", "group_state", "group_type"}

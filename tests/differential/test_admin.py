@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
+from kafka.protocol.admin import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -39,6 +44,10 @@ def describe_groups(run: Run) -> None:
         for version in (0, 3, 5, 6):
             describe(run, f"describe v{version}", [*(m.group_id for m in members), run.group("nobody")], version)
         describe(run, "describe, empty group id", [""], 5)
+        for version in (3, 6):
+            call(run, f"describe v{version}, authorized operations", DescribeGroupsRequest[version](
+                groups=[*(m.group_id for m in members), run.group("nobody")], include_authorized_operations=True),
+                DescribeGroupsResponse)
     finally:
         close_all(members)
 

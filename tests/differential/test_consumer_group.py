@@ -60,13 +60,13 @@ class Member:
         return resp
 
 
-def _await_topic_known(run: Run, topic: str, partitions: int) -> None:
+def _await_topic_known(run: Run, topic: str, partitions: int, group: str | None = None) -> None:
     """Wait until the scenario group's coordinator assigns the new topic (not recorded). Kafka's coordinator
     learns of a topic from the cluster metadata a moment after Metadata shows it; a group that subscribed
     before that is assigned nothing and then moved to a new epoch when it learns, so a scenario that started
     at once would see either, by timing. A probe group on the same `__consumer_offsets` partition (the same
     coordinator) joins until it is assigned every partition, then leaves."""
-    target = probe_group_for(run.group(), OFFSETS_PARTITIONS)
+    target = probe_group_for(run.group() if group is None else group, OFFSETS_PARTITIONS)
     probe = Member(run, "AAAAAAAAAAAAAAAAAAAA_g", topic)
     probe.group_id = target
 
@@ -104,6 +104,9 @@ def consumer_group(run: Run) -> None:
             call(run, f"describe v{version}", ConsumerGroupDescribeRequest[version](
                 group_ids=[run.group(), run.group("nobody")], include_authorized_operations=False),
                 ConsumerGroupDescribeResponse)
+        call(run, "describe v1, authorized operations", ConsumerGroupDescribeRequest[1](
+            group_ids=[run.group(), run.group("nobody")], include_authorized_operations=True),
+            ConsumerGroupDescribeResponse)
         b.heartbeat("b: heartbeat, stale epoch", member_epoch=b.epoch - 1)
         b.heartbeat("b: heartbeat, epoch from the future", member_epoch=b.epoch + 5)
         b.heartbeat("unknown member", member_id="AAAAAAAAAAAAAAAAAAAA_w", member_epoch=3)
