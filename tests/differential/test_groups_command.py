@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,7 +45,11 @@ from tests.kafka.java_tools import run_group_tools
 
 RECORDS = {"t": {0: 5, 1: 3, 2: 2}, "u": {0: 4}}  # records produced to each partition: the log end offsets
 NOT_LEADER_OR_FOLLOWER = 6
-SESSION_TIMEOUT_MS = 45_000  # both members outlive one JVM's run with no heartbeat
+# A classic member's session and rebalance timeouts: long enough that no member is dropped, and the
+# rebalancing group's join does not complete, while the JVM runs on a loaded machine, with no heartbeat.
+SESSION_TIMEOUT_MS = 300_000
+# A KIP-848 member's session is the broker's (45 s on both), so it is kept by heartbeats this often.
+KEEP_ALIVE_S = 5.0
 KIP848_MEMBER = "AAAAAAAAAAAAAAAAAAAAAQ"  # fixed, the same on both (a client makes a random one)
 
 
@@ -145,7 +150,7 @@ def _stable_group(run: Run, t: str) -> list[GroupMember]:
 
 def _rebalancing_group(run: Run, t: str) -> list[GroupMember]:
     """A group left in PreparingRebalance: its first member synced, a second has joined, and the first has
-    not rejoined (it would be removed only at its rebalance timeout, 45 s)."""
+    not rejoined (it would be removed only at its rebalance timeout, SESSION_TIMEOUT_MS)."""
     a, b = _classic(run, "client-d", "rebalancing", [t]), _classic(run, "client-e", "rebalancing", [t])
     _expect(a.join())
     _expect(a.sync({a.member_id: _assignment({t: [0, 1, 2]})}))
@@ -176,6 +181,24 @@ def _kip848_group(run: Run, t: str) -> Member:
 
 
 @contextmanager
+def _kept_alive(m: Member) -> Iterator[None]:
+    """m heartbeats (unrecorded) from another thread while the block runs; nothing else uses its connection
+    meanwhile. A Stable member's heartbeat changes nothing the tools show."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(KEEP_ALIVE_S):
+            m.heartbeat("kip848: keep alive", record=False)
+    thread = threading.Thread(target=beat, name="kip848-keep-alive", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+@contextmanager
 def groups(run: Run) -> Iterator[Groups]:
     g = Groups(f"{run.group_prefix}-t", f"{run.group_prefix}-u", run.group("stable"), run.group("empty"),
                run.group("kip848"), run.group("rebalancing"), run.group("seeded"), run.group("nobody"))
@@ -189,7 +212,8 @@ def groups(run: Run) -> Iterator[Groups]:
         members += _rebalancing_group(run, g.t)
         _empty_group(run, g.t, g.u)
         kip848 = _kip848_group(run, g.t)
-        yield g
+        with _kept_alive(kip848):
+            yield g
     finally:
         # The members leave, so that the next scenario's listing on this broker sees them gone.
         # The rebalancing group's second member leaves after its parked join is answered (the first's leave
