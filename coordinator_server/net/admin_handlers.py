@@ -1,6 +1,7 @@
 """DescribeGroups, ListGroups and DeleteGroups: decode → runtime → encode.
-Authorization as Kafka's API layer does it (§2.0): DESCRIBE per described group (30 in its entry), ListGroups
-shows only describable groups unless the caller may DESCRIBE the cluster, DELETE per deleted group (30)."""
+Authorization as Kafka's API layer does it: DESCRIBE per described group (GROUP_AUTHORIZATION_FAILED, 30, in
+that group's entry), ListGroups shows only describable groups unless the caller may DESCRIBE the cluster, DELETE
+per deleted group (30 in its entry)."""
 from __future__ import annotations
 
 from typing import Any, Protocol
