@@ -74,23 +74,7 @@ def heartbeats(scale: scenarios.Scale, kafka: KafkaBroker, members: int) -> dict
 
 
 def rebalance(scale: scenarios.Scale, kafka: KafkaBroker, sizes: list[int]) -> list[dict[str, Any]]:
-    cpu = scenarios._CpuSampler(_pid(kafka))
-    runs: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
-    try:
-        for _ in range(scale.rebalance_repeats):
-            for size in sizes:
-                run = run_json("benchmarks.members", "rebalance", kafka.host, str(kafka.port), str(size))
-                time.sleep(0.03)
-                t0 = run["started_monotonic_s"]
-                run["server_cpu_s"] = cpu.between(t0, t0 + run["seconds"])
-                runs[size].append(run)
-    finally:
-        cpu.stop()
-    out = []
-    for size in sizes:
-        seconds = sorted(r["seconds"] for r in runs[size])
-        out.append({"members": size, "seconds": seconds[len(seconds) // 2], "runs": runs[size]})
-    return out
+    return scenarios.rebalance_runs(_pid(kafka), kafka.host, kafka.port, sizes, scale.rebalance_repeats)
 
 
 def _create_commit_topic(kafka: KafkaBroker) -> None:
@@ -104,33 +88,18 @@ def _create_commit_topic(kafka: KafkaBroker) -> None:
 
 def commits(scale: scenarios.Scale, kafka: KafkaBroker, flush: str) -> list[dict[str, Any]]:
     _create_commit_topic(kafka)
-    out = []
-    for committers in scale.committers:
-        # Until the new partition is served, a commit answers UNKNOWN_TOPIC_OR_PARTITION: a short load first,
-        # unmeasured, until every answer is a success.
-        deadline = time.monotonic() + 30
-        while True:
-            probe = scenarios._drive_committers(_probe_scale(), _pid(kafka), kafka.port, 1)
-            if probe["errors"] == 0 and probe["requests"] > 0:
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Kafka did not serve {scenarios.COMMIT_TOPIC} in 30 s: {probe}")
-        warm = max(scale.commit_warmup_s, KAFKA_WARMUP_S)
-        result = scenarios._drive_committers(_with_warmup(scale, warm), _pid(kafka), kafka.port, committers)
-        out.append(result | {"flush": flush})
-    return out
-
-
-def _probe_scale() -> scenarios.Scale:
-    probe = scenarios.Scale(quick=True)
-    probe.commit_warmup_s, probe.commit_duration_s = 0.1, 0.3
-    return probe
-
-
-def _with_warmup(scale: scenarios.Scale, warmup_s: float) -> scenarios.Scale:
-    copy = scenarios.Scale(scale.quick, scale.recovery_records)
-    copy.commit_warmup_s, copy.commit_duration_s = warmup_s, scale.commit_duration_s
-    return copy
+    # Until the new partition is served, a commit answers UNKNOWN_TOPIC_OR_PARTITION: short unmeasured loads
+    # first, until every answer is a success.
+    deadline = time.monotonic() + 30
+    while True:
+        probe = scenarios._drive_committers(scale, _pid(kafka), kafka.port, 1, warmup_s=0.1, duration_s=0.3)
+        if probe["errors"] == 0 and probe["requests"] > 0:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Kafka did not serve {scenarios.COMMIT_TOPIC} in 30 s: {probe}")
+    warmup_s = max(scale.commit_warmup_s, KAFKA_WARMUP_S)
+    return [scenarios._drive_committers(scale, _pid(kafka), kafka.port, n, warmup_s=warmup_s) | {"flush": flush}
+            for n in scale.committers]
 
 
 def run(scale: scenarios.Scale, work: Path) -> dict[str, Any]:

@@ -219,22 +219,29 @@ def rebalance(scale: Scale, work: Path, profile_to: Path | None = None,
               sizes: list[int] | None = None) -> list[dict[str, Any]]:
     srv = Server(_tmpdir(work, "rebalance"), {"initial_rebalance_delay_ms": 0,
                                               "max_session_timeout_ms": MAX_SESSION_MS}, profile_to=profile_to).start()
-    sizes = sizes or scale.rebalance_sizes
+    try:
+        return rebalance_runs(srv.pid, "127.0.0.1", srv.port, sizes or scale.rebalance_sizes, scale.rebalance_repeats)
+    finally:
+        srv.stop()
+
+
+def rebalance_runs(pid: int, host: str, port: int, sizes: list[int], repeats: int) -> list[dict[str, Any]]:
+    """`members rebalance` of each size against the broker at host:port (process `pid`), `repeats` times: the
+    median of each size, with the broker's CPU inside each run's window."""
     runs: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
-    cpu = _CpuSampler(srv.pid)
+    cpu = _CpuSampler(pid)
     try:
         # Sizes interleaved, repeat by repeat: a burst of other work on the machine then lands on one run of
         # each size rather than on every run of one size, which would skew the growth ratio.
-        for _ in range(scale.rebalance_repeats):
+        for _ in range(repeats):
             for size in sizes:
-                run = run_json("benchmarks.members", "rebalance", "127.0.0.1", str(srv.port), str(size))
+                run = run_json("benchmarks.members", "rebalance", host, str(port), str(size))
                 time.sleep(0.03)  # a sample after the window's end
                 t0 = run["started_monotonic_s"]
                 run["server_cpu_s"] = cpu.between(t0, t0 + run["seconds"])
                 runs[size].append(run)
     finally:
         cpu.stop()
-        srv.stop()
     out = []
     for size in sizes:
         seconds = sorted(r["seconds"] for r in runs[size])
@@ -249,14 +256,17 @@ def rebalance(scale: Scale, work: Path, profile_to: Path | None = None,
 COMMIT_TOPIC = "bench-topic"
 
 
-def _drive_committers(scale: Scale, pid: int, port: int, committers: int) -> dict[str, Any]:
+def _drive_committers(scale: Scale, pid: int, port: int, committers: int, *, warmup_s: float | None = None,
+                      duration_s: float | None = None) -> dict[str, Any]:
     """The committers' load on a server (or the floor) at `port`, measured: one group per committer, so a
     group's commits queue behind its lock and committers of different groups meet only in the log's group
-    commit."""
+    commit. The warm-up and duration are the scale's unless given."""
     frames = [[wire.commit_frame(f"committer-{c}", COMMIT_TOPIC, o, correlation_id=o) for o in range(16)]
               for c in range(committers)]
-    result = _measured(pid, "127.0.0.1", port, frames, connections=committers, warmup_s=scale.commit_warmup_s,
-                       duration_s=scale.commit_duration_s, error_offset=wire.commit_error_offset(COMMIT_TOPIC))
+    result = _measured(pid, "127.0.0.1", port, frames, connections=committers,
+                       warmup_s=scale.commit_warmup_s if warmup_s is None else warmup_s,
+                       duration_s=scale.commit_duration_s if duration_s is None else duration_s,
+                       error_offset=wire.commit_error_offset(COMMIT_TOPIC))
     result.update(committers=committers)
     return result
 
