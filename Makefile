@@ -68,15 +68,18 @@ test-integration: $(TEST_STAMP) $(BUILD_STAMP)
 # (Debian's packaged sources, built offline in GOPATH mode), franz-go, IBM Sarama and kafka-go 0.4 (Go modules
 # pinned by tests/interop/go/mod/go.mod and go.sum, downloaded once from the module proxy into build/go-mod;
 # they need Go >= 1.26 on PATH, newer than Debian 12's golang-go), both drivers built into build/interop-go by
-# tests/interop/go_build.py, and Burrow (Debian) for the lag-monitor test. Idempotent and quiet once installed.
+# tests/interop/go_build.py, Burrow (Debian) for the lag-monitor test, and Apache Kafka's Java client: the jars of
+# kafka-deps, with the driver compiled by javac into build/interop-java by tests/interop/java_build.py.
+# Idempotent and quiet once installed.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || ! command -v sudo >/dev/null || echo sudo)
 NODE_DIR := tests/interop/node
 INTEROP_DEBS := kcat golang-go golang-github-shopify-sarama-dev golang-github-segmentio-kafka-go-dev burrow
 
-interop-deps: $(NODE_DIR)/node_modules/.package-lock.json $(TEST_STAMP)
+interop-deps: $(NODE_DIR)/node_modules/.package-lock.json $(TEST_STAMP) kafka-deps
 	@dpkg-query -W -f='$${Status}\n' $(INTEROP_DEBS) 2>/dev/null | grep -c '^install ok installed' | grep -qx $(words $(INTEROP_DEBS)) \
 		|| ($(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(INTEROP_DEBS) >/dev/null)
 	@$(PY) -m tests.interop.go_build >/dev/null
+	@$(PY) -m tests.interop.java_build >/dev/null
 
 $(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error

@@ -1,6 +1,6 @@
 """Interop suite: every real client, each in its own process, against the real server.
 
-A driver (tests/interop/drivers/*, tests/interop/node/kafkajs_driver.js) is one group member or one
+A driver (tests/interop/drivers/*, tests/interop/node/*, tests/interop/go/*, tests/interop/java/) is one group member or one
 producer. It reports on stdout as JSON lines (see drivers/common.py); `Member` collects them. Members are
 started in their own process group, so kill -9 / SIGSTOP reach a wrapped kcat too, and every one is
 killed at teardown whatever the outcome.
@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import ServerFactory, ServerProcess, server_factory  # noqa: F401
-from tests.interop import go_build
+from tests.interop import go_build, java_build
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / "tests" / "interop" / "node"
@@ -38,9 +38,10 @@ PARTITIONS = 10
 ALL = frozenset(range(PARTITIONS))
 
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs", "sarama", "kafka-go",
-           "platformatic-kafka", "franz-go", "ibm-sarama", "kafka-go-0.4",
-           # KIP-848's protocol (group.protocol=consumer): librdkafka 2.16 and franz-go 1.22 speak it.
-           "confluent-kafka+consumer", "franz-go+consumer"]
+           "platformatic-kafka", "franz-go", "ibm-sarama", "kafka-go-0.4", "java",
+           # KIP-848's protocol (group.protocol=consumer): librdkafka 2.16, franz-go 1.22 and Apache Kafka's
+           # own Java client speak it.
+           "confluent-kafka+consumer", "franz-go+consumer", "java+consumer"]
 CONSUMER_PROTOCOL_SUFFIX = "+consumer"
 _PY_DRIVERS = {"kafka-python": "kafka_python_driver", "confluent-kafka": "confluent_driver",
                "aiokafka": "aiokafka_driver", "kcat": "kcat_driver"}
@@ -75,6 +76,8 @@ def driver_argv(client: str) -> list[str]:
         return [str(go_build.driver_binary()), "--client", client]
     if client in _GO_MODULE_CLIENTS:
         return [str(go_build.module_driver_binary()), "--client", client]
+    if client == "java":  # Apache Kafka's KafkaConsumer and KafkaProducer (tests/interop/java)
+        return java_build.driver_argv()
     if client == "kcat" and shutil.which("kcat") is None:
         raise RuntimeError("kcat is not installed: run `make interop-deps`")
     return [sys.executable, "-m", f"tests.interop.drivers.{_PY_DRIVERS[client]}"]

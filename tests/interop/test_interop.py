@@ -72,6 +72,10 @@ NO_CLIENT_ASSIGNOR = {
     "franz-go+consumer": "franz-go speaks KIP-848 only when its first balancer is range or (cooperative-)sticky "
                          "(consumer_group_848.go, should848: any other falls back to the classic protocol); the "
                          "coordinator's assignors are uniform and range (no round-robin)",
+    "java+consumer": "with group.protocol=consumer the Java client takes no partition.assignment.strategy "
+                     "(ConsumerConfig refuses it, as it refuses session.timeout.ms and heartbeat.interval.ms): the "
+                     "coordinator assigns, naming its assignor by group.remote.assignor, and its assignors are "
+                     "uniform and range (no round-robin)",
 }
 # Clients with no rebalance callback to sleep in: the slow member is SIGSTOPped instead.
 NO_REVOKE_CALLBACK = {"kcat", "kafkajs", "kafka-go", "platformatic-kafka"}
