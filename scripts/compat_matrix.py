@@ -44,7 +44,10 @@ def protocol_of(client: str) -> str:
 def display(client: str) -> str:
     """A client's name in the mixed groups' member lists: a KIP-848 one is marked as such."""
     base = client.removesuffix(CONSUMER_SUFFIX)
-    return DISPLAY.get(base, base) + (" (KIP-848)" if base != client else "")
+    name = DISPLAY.get(base, base)
+    if base == client:
+        return name
+    return name[:-1] + ", KIP-848)" if name.endswith(")") else name + " (KIP-848)"
 
 
 def group_members(members: str) -> list[str]:
@@ -157,7 +160,7 @@ TOOLS = {
 # test_regex_subscription): one row per client that sends the coordinator a regex.
 REGEX = {
     "test_regex_subscription[regex:java+consumer]": (
-        "kafka-clients (Java) (KIP-848)", "two members subscribe with `subscribe(SubscriptionPattern(\"rx-.*\"))`: "
+        display("java+consumer"), "two members subscribe with `subscribe(SubscriptionPattern(\"rx-.*\"))`: "
         "they split `rx-a`; `rx-b` and `other`, created later, are resolved by the coordinator and `rx-b` alone "
         "is split too and read"),
 }
