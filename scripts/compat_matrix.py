@@ -32,13 +32,27 @@ CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs", "sa
            "franz-go+consumer", "java+consumer"]
 # How each client is named in the matrix (its package name where the test id cannot hold it).
 DISPLAY = {"sarama": "Sarama", "platformatic-kafka": "@platformatic/kafka", "ibm-sarama": "Sarama (IBM)",
-           "kafka-go-0.4": "kafka-go 0.4", "java": "Java (kafka-clients)"}
+           "kafka-go-0.4": "kafka-go 0.4", "java": "kafka-clients (Java)"}
 # The group protocol a client row speaks: `<client>+consumer` is KIP-848's (group.protocol=consumer).
 CONSUMER_SUFFIX = "+consumer"
 
 
 def protocol_of(client: str) -> str:
     return "consumer (KIP-848)" if client.endswith(CONSUMER_SUFFIX) else "classic"
+
+
+def display(client: str) -> str:
+    """A client's name in the mixed groups' member lists: a KIP-848 one is marked as such."""
+    base = client.removesuffix(CONSUMER_SUFFIX)
+    name = DISPLAY.get(base, base)
+    if base == client:
+        return name
+    return name[:-1] + ", KIP-848)" if name.endswith(")") else name + " (KIP-848)"
+
+
+def group_members(members: str) -> list[str]:
+    """The clients of a mixed group, as the test records them: joined by "+", which `<client>+consumer` has."""
+    return re.split(r"\+(?!consumer(?:\+|$))", members) if members else []
 
 
 def row_label(client: str, versions: dict[str, str]) -> str:
@@ -75,8 +89,8 @@ def previous_matrix(path: Path) -> tuple[dict[tuple[str, str], tuple[str, str]],
     mixed: dict[str, tuple[str, str, str]] = {}
     tools: dict[str, tuple[str, str]] = {}
     names = {DISPLAY.get(c, c): c for c in {c.removesuffix(CONSUMER_SUFFIX) for c in CLIENTS}}
-    tool_tests = {(tool, checked): test for test, (tool, checked) in TOOLS.items()}
-    by_display = {DISPLAY.get(c, c): c for c in CLIENTS}
+    tool_tests = {(tool, checked): test for test, (tool, checked) in {**TOOLS, **REGEX}.items()}
+    by_display = {display(c): c for c in CLIENTS}
     for line in text.splitlines():
         if not line.startswith("| "):
             continue
@@ -142,6 +156,14 @@ TOOLS = {
         "kcat", "`kcat -L` lists `__consumer_offsets` (50 partitions) and the topics; `kcat -C -t "
         "__consumer_offsets` prints the coordinator's records, which decode to the group's commits"),
 }
+# KIP-848 subscriptions by regular expression, which the coordinator resolves (tests/interop/test_interop.py,
+# test_regex_subscription): one row per client that sends the coordinator a regex.
+REGEX = {
+    "test_regex_subscription[regex:java+consumer]": (
+        display("java+consumer"), "two members subscribe with `subscribe(SubscriptionPattern(\"rx-.*\"))`: "
+        "they split `rx-a`; `rx-b` and `other`, created later, are resolved by the coordinator and `rx-b` alone "
+        "is split too and read"),
+}
 NAME = re.compile(r"^test_interop\[(?P<client>[^:\]]+):(?P<scenario>[^\]]+)\]$")
 MIXED = re.compile(r"^test_mixed_group\[mixed:(?P<group>[^\]]+)\]$")
 
@@ -198,7 +220,7 @@ def main() -> int:
             if name.startswith("version:"):
                 versions[name.removeprefix("version:")] = prop.get("value") or ""
         name = case.get("name") or ""
-        if name in TOOLS:
+        if name in TOOLS or name in REGEX:
             tools[name] = outcome(case)
         if m := NAME.match(name):
             cells[m["client"], m["scenario"]] = outcome(case)
@@ -255,7 +277,7 @@ def main() -> int:
         "(#differences-from-apache-kafka)), which it keeps.",
         "",
         "Each cell runs real client code, one member per process (`tests/interop/drivers/`, "
-        "`tests/interop/node/`, `tests/interop/go/`), against the real server started with "
+        "`tests/interop/node/`, `tests/interop/go/`, `tests/interop/java/`), against the real server started with "
         "`--initial-rebalance-delay-ms 300`; topic `t` has 10 partitions. Consumers use the group protocol "
         "of their row: classic (`group.protocol=classic` for librdkafka), or KIP-848's (`group.protocol=consumer`: "
         "the coordinator assigns with its `range` assignor in `join-range` and `uniform`, incremental like "
@@ -264,13 +286,16 @@ def main() -> int:
         "releases an instance id only so), commit after processing (kcat: librdkafka's "
         "auto-commit every 200 ms; kafkajs: `autoCommit` after each batch; both Saramas: their offset manager "
         "every 200 ms; franz-go: its auto-commit of what earlier polls returned every 200 ms, and a blocking "
-        "commit in its revoke callback; kafka-go and @platformatic/kafka: each message, kafka-go 0.4 through "
+        "commit in its revoke callback; the Java client: `commitSync` after each batch and in its revoke "
+        "callback, retried after the next poll when a rebalance got in the way; kafka-go and "
+        "@platformatic/kafka: each message, kafka-go 0.4 through "
         "its consumer group's generation, retried while the generation lasts) and report every rebalance "
         "callback (kafka-go 0.2.1 has none: its reader's log lines say when it drops and takes partitions; "
         "kafka-go 0.4's `ConsumerGroup` hands out each generation with its assignment and ends it by "
         "cancelling the partition readers, which is the revoke; Sarama 1.61 starts and ends one claim per "
         "partition). The Go clients of the module proxy (franz-go, Sarama (IBM), kafka-go 0.4) are pinned by "
-        "`tests/interop/go/mod/go.mod`; Sarama 1.22 and kafka-go 0.2.1 are Debian's.",
+        "`tests/interop/go/mod/go.mod`; Sarama 1.22 and kafka-go 0.2.1 are Debian's; the Java client is "
+        "Apache Kafka's `kafka-clients`, at the release `tests/kafka/pom.xml` pins.",
         "",
         "## Clients by scenario",
         "",
@@ -298,8 +323,16 @@ def main() -> int:
               "version 0, so it shares `range-go` with them, any of them leading.", "",
               "| Group | Members | Result |", "|---|---|---|"]
     for group, (members, result, detail) in sorted(mixed.items()):
-        names = ", ".join(DISPLAY.get(c, c) for c in members.split("+"))
+        names = ", ".join(display(c) for c in group_members(members))
         lines.append(f"| `{group}` | {names} | {render(result, detail)} |")
+    lines += ["", "## Subscriptions by regular expression", "",
+              "A KIP-848 member may subscribe with a regular expression that the coordinator resolves against "
+              "the topics it knows (RE2 syntax, the whole name matching) and resolves again when topics come and "
+              "go (at most every 10 s, as Kafka does); classic members match topic names themselves.", "",
+              "| Client | Checked | Result |", "|---|---|---|"]
+    for test, (client, checked) in REGEX.items():
+        result, detail = tools.get(test, ("not run", ""))
+        lines.append(f"| {client} | {checked} | {render(result, detail)} |")
     lines += ["", "## Tools", "",
               "The tools operators point at a broker, reading `__consumer_offsets` as a topic "
               "(`tests/interop/test_tools.py`): Burrow 1.2.1 (Debian's, on Debian's ZooKeeper) and kcat; and franz-go's "

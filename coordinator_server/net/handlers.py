@@ -258,9 +258,16 @@ class RequestHandlers:
                                 access: Access = ALLOW_ALL) -> list[object]:
         out: list[object] = []
         seen: set[object] = set()
+        # A request that names any topic by id is answered by ids alone, as Kafka answers it: the Java client
+        # asks by id with the name left at its default, the empty string, which must not be read as a name.
+        by_id = version >= 10 and any(_is_topic_id(entry.topic_id) for entry in requested)
         for entry in requested:
             name: str | None = entry.name
             topic_id: uuid.UUID | None = entry.topic_id if version >= 10 else None
+            if by_id:
+                if not _is_topic_id(topic_id):
+                    continue
+                name = None
             ident = name if name is not None else topic_id
             if ident in seen:  # Kafka answers each distinct topic once
                 continue
@@ -520,6 +527,11 @@ def _coordinator_error(key_type: int, version: int) -> Errors:
     if key_type == CoordinatorType.TRANSACTION or (key_type == CoordinatorType.SHARE and version >= 6):
         return Errors.COORDINATOR_NOT_AVAILABLE
     return Errors.INVALID_REQUEST
+
+
+def _is_topic_id(topic_id: uuid.UUID | None) -> bool:
+    """A real topic id: neither absent nor the all-zero UUID a topic named by name carries."""
+    return topic_id is not None and topic_id.int != 0
 
 
 def _topic_error(name: str | None, error: int, topic_id: uuid.UUID | None = None, internal: bool = False) -> object:

@@ -264,6 +264,9 @@ def test_metadata_auto_creates_and_keeps_topic_id(server: ServerProcess) -> None
     # and by id
     by_id = MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=first.topic_id)])
     assert call(server, by_id, MetadataResponse).topics[0].name == "fresh"
+    # as the Java client asks by id: the name beside it left at its default, the empty string
+    java = MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="", topic_id=first.topic_id)])
+    assert [(t.name, t.error_code) for t in call(server, java, MetadataResponse).topics] == [("fresh", 0)]
     server.wait_for_event("topic_auto_created", topic="fresh")
 
 

@@ -1,6 +1,6 @@
 """Interop suite: every real client, each in its own process, against the real server.
 
-A driver (tests/interop/drivers/*, tests/interop/node/kafkajs_driver.js) is one group member or one
+A driver (tests/interop/drivers/*, tests/interop/node/*, tests/interop/go/*, tests/interop/java/) is one group member or one
 producer. It reports on stdout as JSON lines (see drivers/common.py); `Member` collects them. Members are
 started in their own process group, so kill -9 / SIGSTOP reach a wrapped kcat too, and every one is
 killed at teardown whatever the outcome.
@@ -38,10 +38,9 @@ PARTITIONS = 10
 ALL = frozenset(range(PARTITIONS))
 
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs", "sarama", "kafka-go",
-           "platformatic-kafka", "franz-go", "ibm-sarama", "kafka-go-0.4",
-           # Apache Kafka's own client (kafka-clients, the version of the broker in build/kafka/lib).
-           "java",
-           # KIP-848's protocol (group.protocol=consumer): librdkafka 2.16, franz-go 1.22 and the Java client.
+           "platformatic-kafka", "franz-go", "ibm-sarama", "kafka-go-0.4", "java",
+           # KIP-848's protocol (group.protocol=consumer): librdkafka 2.16, franz-go 1.22 and Apache Kafka's
+           # own Java client speak it.
            "confluent-kafka+consumer", "franz-go+consumer", "java+consumer"]
 CONSUMER_PROTOCOL_SUFFIX = "+consumer"
 _PY_DRIVERS = {"kafka-python": "kafka_python_driver", "confluent-kafka": "confluent_driver",
@@ -77,7 +76,7 @@ def driver_argv(client: str) -> list[str]:
         return [str(go_build.driver_binary()), "--client", client]
     if client in _GO_MODULE_CLIENTS:
         return [str(go_build.module_driver_binary()), "--client", client]
-    if client == "java":
+    if client == "java":  # Apache Kafka's KafkaConsumer and KafkaProducer (tests/interop/java)
         return java_build.driver_argv()
     if client == "kcat" and shutil.which("kcat") is None:
         raise RuntimeError("kcat is not installed: run `make interop-deps`")

@@ -69,11 +69,13 @@ NO_STATIC = {
 NO_CLIENT_ASSIGNOR = {
     "confluent-kafka+consumer": "with KIP-848 the coordinator assigns; its assignors are uniform and range (no "
                                 "round-robin)",
-    "java+consumer": "with KIP-848 the coordinator assigns (group.remote.assignor); its assignors are uniform and "
-                     "range, and the Java client rejects partition.assignment.strategy with group.protocol=consumer",
     "franz-go+consumer": "franz-go speaks KIP-848 only when its first balancer is range or (cooperative-)sticky "
                          "(consumer_group_848.go, should848: any other falls back to the classic protocol); the "
                          "coordinator's assignors are uniform and range (no round-robin)",
+    "java+consumer": "with group.protocol=consumer the Java client takes no partition.assignment.strategy "
+                     "(ConsumerConfig refuses it, as it refuses session.timeout.ms and heartbeat.interval.ms): the "
+                     "coordinator assigns, naming its assignor by group.remote.assignor, and its assignors are "
+                     "uniform and range (no round-robin)",
 }
 # Clients with no rebalance callback to sleep in: the slow member is SIGSTOPped instead.
 NO_REVOKE_CALLBACK = {"kcat", "kafkajs", "kafka-go", "platformatic-kafka"}
@@ -376,12 +378,16 @@ MIXED: dict[str, tuple[str, list[str]]] = {
     # aiokafka) cannot read it and assigns kafka-go nothing. So it shares a group with the clients that read
     # only the v0 fields, whichever of them leads; it is the one kill -9ed (it cannot leave, see NO_LEAVE).
     "roundrobin-kafka-go": ("roundrobin", ["sarama", "kafka-go", "platformatic-kafka", "kafkajs"]),
-    # The current Go clients with the cooperative-sticky implementations of librdkafka, kafka-python and Java.
+    # The current Go clients with the two cooperative-sticky implementations of librdkafka and kafka-python.
     # In "range-go" kafka-go 0.4 writes the short subscription kafka-go 0.2.1 does; franz-go and both Saramas
     # read a version-1 subscription that ends early as version 0 (franz-go's group_balancer.go, Sarama's
     # consumer_group_members.go; Sarama 1.22 reads only version 0), so whichever of them leads assigns it.
-    "cooperative-sticky": ("cooperative-sticky", ["kafka-python", "franz-go", "confluent-kafka", "java", "ibm-sarama"]),
+    "cooperative-sticky": ("cooperative-sticky", ["kafka-python", "franz-go", "confluent-kafka", "ibm-sarama",
+                                                  "java"]),
     "range-go": ("range", ["franz-go", "kafka-go-0.4", "ibm-sarama", "sarama"]),
+    # KIP-848's three consumers in one consumer group, the coordinator assigning with its range assignor; the
+    # Java member is the one kill -9ed.
+    "consumer-range": ("range", ["franz-go+consumer", "java+consumer", "confluent-kafka+consumer"]),
 }
 
 
@@ -397,7 +403,10 @@ def test_mixed_group(harness: Harness, group: str) -> None:
         members.append(h.start(client, f"{client}-{i}", group="interop", assignor=assignor,
                                session_timeout_ms=6000, **extra))
     h.wait_partitioned(members, timeout_s=45, what="the mixed group")
-    assert {e.get("protocol") for e in join_completions(h)} == {assignor}
+    if all(consumer_protocol(c) for c in clients):
+        assert {e.get("assignor") for e in rebalances(h, clients[0])} == {assignor}
+    else:
+        assert {e.get("protocol") for e in join_completions(h)} == {assignor}
     # One leaves (LeaveGroup), one crashes: the rest still split the topic.
     assert members[-1].terminate() == 0, members[-1].describe()
     members[1].kill9()
@@ -405,6 +414,76 @@ def test_mixed_group(harness: Harness, group: str) -> None:
     h.wait_partitioned(rest, timeout_s=30, what="the mixed group after a leave and a crash")
     assert frozenset().union(*(m.owned for m in rest)) == ALL
     assert_never_shared(h, rest)
+
+
+# ------------------------------------------------------------------- subscriptions by regex
+
+# Clients whose KIP-848 consumer hands the coordinator a regular expression (SubscribedTopicRegex) to
+# resolve, instead of matching topic names itself: the Java client's subscribe(SubscriptionPattern).
+REGEX_CLIENTS = ["java+consumer"]
+REGEX = "rx-.*"
+
+
+def owned_topics(m: Member) -> dict[str, frozenset[int]]:
+    changes = m.evs("assigned", "revoked", "lost")
+    topics = changes[-1].get("topics", {}) if changes else {}
+    return {t: frozenset(ps) for t, ps in topics.items() if ps}
+
+
+def wait_topics_split(h: Harness, members: list[Member], want: dict[str, int], what: str) -> None:
+    """Until each member owns something and together they own each partition of `want`'s topics once."""
+
+    def split() -> bool:
+        owned = [owned_topics(m) for m in members]
+        if not all(owned):
+            return False
+        pairs = [(t, p) for o in owned for t, ps in o.items() for p in ps]
+        return sorted(pairs) == sorted((t, p) for t, n in want.items() for p in range(n))
+
+    def settled() -> bool:
+        if not split():
+            return False
+        time.sleep(1.0)
+        return split()
+
+    h.wait(settled, 45, what)
+
+
+@pytest.mark.parametrize("client", REGEX_CLIENTS, ids=[f"regex:{c}" for c in REGEX_CLIENTS])
+def test_regex_subscription(harness: Harness, client: str) -> None:
+    """Two members subscribe by a regular expression that the coordinator resolves: they split the matching
+    topic; a second matching topic, created later, is split too (within the coordinator's refresh of the
+    regex's topics) and its records read, while a topic that does not match stays out."""
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+
+    h = harness
+    h._record("client", client)
+    h._record("scenario", "regex-subscription")
+    admin = KafkaAdminClient(bootstrap_servers=h.srv.address, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic("rx-a", 4, 1)])
+        members = [h.start(client, f"m{i}", group="interop", assignor="range", topic_regex=REGEX)
+                   for i in (1, 2)]
+        wait_topics_split(h, members, {"rx-a": 4}, "the members to split rx-a")
+        admin.create_topics([NewTopic("rx-b", 4, 1), NewTopic("other", 2, 1)])
+    finally:
+        admin.close()
+    wait_topics_split(h, members, {"rx-a": 4, "rx-b": 4}, "the members to split rx-a and rx-b")
+    producer = KafkaProducer(bootstrap_servers=h.srv.address)
+    try:
+        for i in range(40):
+            producer.send("rx-b", value=b"v%d" % i, partition=i % 4)
+        producer.flush(30)
+    finally:
+        producer.close(5)
+
+    def read_from_rx_b() -> int:
+        return len({(p, o) for m in members for e in m.evs("records") for p, o in e.get("topics", {}).get("rx-b", [])})
+
+    h.wait(lambda: read_from_rx_b() >= 40, 30, "the 40 records of rx-b read")
+    resolved = [e for e in h.srv.events("consumer_group_regex_resolved") if e.get("regex") == REGEX]
+    assert resolved and resolved[-1].get("topics") == 2, resolved
 
 
 # ------------------------------------------------------------------------------- admin: kadm

@@ -1,8 +1,16 @@
-// The Java client's driver for the interop matrix: Apache Kafka's own KafkaConsumer and KafkaProducer, speaking
-// the JSON-lines report every driver prints (tests/interop/drivers/common.py), one event per line on stdout.
-// Classic groups use the client's assignors; with --group-protocol consumer (KIP-848) the coordinator assigns
-// with the server-side assignor standing for --assignor (range as range, anything else as uniform).
+// Java driver of the interop suite: Apache Kafka's own KafkaConsumer and KafkaProducer (kafka-clients, the
+// version make kafka-deps resolves into build/kafka/lib). One group member or one producer per process, with
+// the command line and the JSON lines of tests/interop/drivers/common.py on stdout; the client's own logs go
+// to stderr (log4j2.properties beside this file). Compiled with plain javac by tests/interop/java_build.py.
+//
+// --group-protocol classic runs the classic protocol with the client-side assignor standing for --assignor;
+// consumer runs KIP-848's, where the coordinator assigns with the server-side assignor named by
+// group.remote.assignor (range as range, cooperative-sticky as uniform, KIP-848's incremental default).
+// --topic-regex subscribes by pattern instead of --topic: a SubscriptionPattern (resolved by the coordinator)
+// under KIP-848, a client-side java.util.regex.Pattern under the classic protocol.
+
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
@@ -10,289 +18,423 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.TreeMap;
 import java.util.TreeSet;
-import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Future;
+import java.util.regex.Pattern;
 
-import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.clients.consumer.RoundRobinAssignor;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.RetriableException;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class InteropDriver {
-    private static final Map<String, String> CLASSIC_ASSIGNORS = Map.of(
-            "range", "org.apache.kafka.clients.consumer.RangeAssignor",
-            "roundrobin", "org.apache.kafka.clients.consumer.RoundRobinAssignor",
-            "cooperative-sticky", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+    // ------------------------------------------------------------------------------------------ options
 
-    public static void main(String[] argv) throws Exception {
-        Map<String, String> args = parseArgs(argv);
-        emit("start", fields("client", "java", "version", clientVersion()));
-        try {
-            if (args.get("role").equals("producer")) {
-                produce(args);
-            } else {
-                consume(args);
-            }
-        } catch (Exception e) {
-            emit("error", fields("error", e.toString()));
-            throw e;
-        }
+    static final class Options {
+        String bootstrap, topic, group = "interop", role = "consumer", assignor = "range", instanceId,
+                groupProtocol = "classic", clientId, topicRegex, debug;
+        int sessionTimeoutMs = 6000, heartbeatIntervalMs = 300, rebalanceTimeoutMs = 10_000, stallRevokeMs = 0,
+                count = 100;
     }
 
-    /** kafka-clients' version, from the properties file its jar carries (what the client logs at start). */
-    private static String clientVersion() throws java.io.IOException {
-        Properties props = new Properties();
-        try (var in = KafkaConsumer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
-            if (in != null) {
-                props.load(in);
-            }
-        }
-        return props.getProperty("version", "unknown");
-    }
-
-    private static Map<String, String> parseArgs(String[] argv) {
-        Map<String, String> args = new HashMap<>(Map.of(
-                "group", "interop", "role", "consumer", "assignor", "range", "group-protocol", "classic",
-                "session-timeout-ms", "6000", "heartbeat-interval-ms", "300", "rebalance-timeout-ms", "10000",
-                "stall-revoke-ms", "0", "count", "100"));
-        for (int i = 0; i + 1 < argv.length; i += 2) {
-            if (!argv[i].startsWith("--")) {
+    static Options parseArgs(String[] argv) {
+        Options o = new Options();
+        for (int i = 0; i < argv.length; i += 2) {
+            if (!argv[i].startsWith("--") || i + 1 >= argv.length) {
                 throw new IllegalArgumentException("expected --name value, got " + argv[i]);
             }
-            args.put(argv[i].substring(2), argv[i + 1]);
-        }
-        for (String required : List.of("bootstrap", "topic")) {
-            if (!args.containsKey(required)) {
-                throw new IllegalArgumentException("--" + required + " is required");
+            String v = argv[i + 1];
+            switch (argv[i].substring(2)) {
+                case "bootstrap": o.bootstrap = v; break;
+                case "topic": o.topic = v; break;
+                case "group": o.group = v; break;
+                case "role": o.role = v; break;
+                case "assignor": o.assignor = v; break;
+                case "instance-id": o.instanceId = v; break;
+                case "group-protocol": o.groupProtocol = v; break;
+                case "client-id": o.clientId = v; break;
+                case "topic-regex": o.topicRegex = v; break;
+                case "debug": o.debug = v; break;
+                case "protocol-name": break; // the kafkajs driver's; nothing to rename here
+                case "session-timeout-ms": o.sessionTimeoutMs = Integer.parseInt(v); break;
+                case "heartbeat-interval-ms": o.heartbeatIntervalMs = Integer.parseInt(v); break;
+                case "rebalance-timeout-ms": o.rebalanceTimeoutMs = Integer.parseInt(v); break;
+                case "stall-revoke-ms": o.stallRevokeMs = Integer.parseInt(v); break;
+                case "count": o.count = Integer.parseInt(v); break;
+                default: throw new IllegalArgumentException("unknown option " + argv[i]);
             }
         }
-        return args;
-    }
-
-    private static void produce(Map<String, String> args) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", args.get("bootstrap"));
-        p.put("linger.ms", "5");
-        p.put("key.serializer", ByteArraySerializer.class.getName());
-        p.put("value.serializer", ByteArraySerializer.class.getName());
-        int count = Integer.parseInt(args.get("count"));
-        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
-            for (int i = 0; i < count; i++) {
-                producer.send(new ProducerRecord<>(args.get("topic"), ("v" + i).getBytes()));
-            }
-            producer.flush();
+        if (o.bootstrap == null || o.topic == null) {
+            throw new IllegalArgumentException("--bootstrap and --topic are required");
         }
-        emit("produced", fields("count", count));
+        return o;
     }
 
-    private static void consume(Map<String, String> args) throws InterruptedException {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", args.get("bootstrap"));
-        p.put("group.id", args.get("group"));
-        p.put("client.id", args.getOrDefault("client-id", "java"));
-        p.put("group.protocol", args.get("group-protocol"));
-        p.put("enable.auto.commit", "false");
-        p.put("auto.offset.reset", "earliest");
-        p.put("max.poll.interval.ms", args.get("rebalance-timeout-ms"));
-        p.put("metadata.max.age.ms", "5000");
-        p.put("reconnect.backoff.max.ms", "500");
-        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
-        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
-        if (args.get("group-protocol").equals("consumer")) {
-            // The session timeout and heartbeat interval are the coordinator's (group.consumer.*), not the client's.
-            p.put("group.remote.assignor", args.get("assignor").equals("range") ? "range" : "uniform");
+    // --------------------------------------------------------------------------------------- JSON lines
+
+    // The few value types the events hold, written by hand: a JSON library would be one more jar to load
+    // before the first line, on a JVM whose start-up the scenarios wait for.
+    static void json(StringBuilder b, Object v) {
+        if (v == null) {
+            b.append("null");
+        } else if (v instanceof String) {
+            String s = (String) v;
+            b.append('"');
+            for (int i = 0; i < s.length(); i++) {
+                char c = s.charAt(i);
+                if (c == '"' || c == '\\') {
+                    b.append('\\').append(c);
+                } else if (c < 0x20) {
+                    b.append(String.format("\\u%04x", (int) c));
+                } else {
+                    b.append(c);
+                }
+            }
+            b.append('"');
+        } else if (v instanceof Number || v instanceof Boolean) {
+            b.append(v);
+        } else if (v instanceof Map) {
+            b.append('{');
+            boolean first = true;
+            for (Map.Entry<?, ?> e : ((Map<?, ?>) v).entrySet()) {
+                if (!first) b.append(", ");
+                first = false;
+                json(b, String.valueOf(e.getKey()));
+                b.append(": ");
+                json(b, e.getValue());
+            }
+            b.append('}');
+        } else if (v instanceof Collection) {
+            b.append('[');
+            boolean first = true;
+            for (Object x : (Collection<?>) v) {
+                if (!first) b.append(", ");
+                first = false;
+                json(b, x);
+            }
+            b.append(']');
         } else {
-            p.put("partition.assignment.strategy", CLASSIC_ASSIGNORS.get(args.get("assignor")));
-            p.put("session.timeout.ms", args.get("session-timeout-ms"));
-            p.put("heartbeat.interval.ms", args.get("heartbeat-interval-ms"));
-        }
-        if (args.containsKey("instance-id")) {
-            p.put("group.instance.id", args.get("instance-id"));
-        }
-        KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
-        Ownership own = new Ownership(Long.parseLong(args.get("stall-revoke-ms")));
-        // SIGTERM runs the shutdown hooks: ask the poll loop to stop, and hold the JVM until the consumer is
-        // closed (a LeaveGroup), as an application's hook does.
-        CountDownLatch closed = new CountDownLatch(1);
-        Thread mainThread = Thread.currentThread();
-        final boolean[] stop = {false};
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            stop[0] = true;
-            consumer.wakeup();
-            try {
-                closed.await();
-            } catch (InterruptedException e) {
-                mainThread.interrupt();
-            }
-            // A JVM ended by a signal exits 143 even after its hooks ran; this stop was asked for and done.
-            System.out.flush();
-            Runtime.getRuntime().halt(0);
-        }));
-        consumer.subscribe(List.of(args.get("topic")), own);
-        Map<TopicPartition, OffsetAndMetadata> pending = new HashMap<>();
-        try {
-            while (!stop[0]) {
-                ConsumerRecords<byte[], byte[]> records;
-                try {
-                    records = consumer.poll(Duration.ofMillis(100));
-                } catch (WakeupException e) {
-                    break;
-                } catch (KafkaException e) {
-                    emit("poll_error", fields("error", e.toString(), "retriable", e instanceof RetriableException));
-                    continue;
-                }
-                List<List<Long>> recs = new ArrayList<>();
-                for (ConsumerRecord<byte[], byte[]> r : records) {
-                    recs.add(List.of((long) r.partition(), r.offset()));
-                    pending.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
-                }
-                if (!recs.isEmpty()) {
-                    emit("records", fields("recs", recs));
-                }
-                if (pending.isEmpty()) {
-                    continue;
-                }
-                // Only what the member still owns: a revoked partition's records were handed to another.
-                pending.keySet().removeIf(tp -> !consumer.assignment().contains(tp));
-                try {
-                    consumer.commitSync(pending);
-                    Map<String, Object> offsets = new LinkedHashMap<>();
-                    pending.forEach((tp, o) -> offsets.put(Integer.toString(tp.partition()), o.offset()));
-                    emit("committed", fields("offsets", offsets));
-                    pending.clear();
-                } catch (CommitFailedException | RebalanceInProgressException e) {
-                    // The group is rebalancing: the next poll completes it, and the commit is retried after it.
-                    emit("commit_failed", fields("error", e.toString()));
-                } catch (WakeupException e) {
-                    break;
-                }
-            }
-        } finally {
-            consumer.close();
-            emit("exit", fields());
-            closed.countDown();
+            json(b, v.toString());
         }
     }
 
-    /** The partitions the member owns, kept from the rebalance callbacks and reported with each event. */
-    private static final class Ownership implements ConsumerRebalanceListener {
-        private final TreeSet<Integer> owned = new TreeSet<>();
-        private long stallMs;
+    static final Object EMIT_LOCK = new Object();
 
-        Ownership(long stallMs) {
-            this.stallMs = stallMs;
+    /** One event line: `t` (seconds since the epoch, as Python's time.time()), `ev` and key/value pairs. */
+    static void emit(String ev, Object... kv) {
+        Instant now = Instant.now();
+        StringBuilder b = new StringBuilder(128);
+        b.append("{\"t\": ").append(now.getEpochSecond()).append('.')
+                .append(String.format("%06d", now.getNano() / 1000)).append(", \"ev\": ");
+        json(b, ev);
+        for (int i = 0; i + 1 < kv.length; i += 2) {
+            b.append(", ");
+            json(b, kv[i]);
+            b.append(": ");
+            json(b, kv[i + 1]);
+        }
+        b.append('}');
+        synchronized (EMIT_LOCK) {
+            System.out.println(b);
+            System.out.flush();
+        }
+    }
+
+    // -------------------------------------------------------------------------------------- ownership
+
+    /** The partitions the member owns, from its rebalance listener; --topic's in `owned`, all in `topics`. */
+    static final class Ownership implements ConsumerRebalanceListener {
+        final Options o;
+        final TreeSet<TopicPartition> owned = new TreeSet<>((a, b) ->
+                a.topic().equals(b.topic()) ? Integer.compare(a.partition(), b.partition()) : a.topic().compareTo(b.topic()));
+        KafkaConsumer<byte[], byte[]> consumer;
+        int stallMs;
+
+        Ownership(Options o) {
+            this.o = o;
+            this.stallMs = o.stallRevokeMs;
+        }
+
+        List<Integer> ofTopic(Collection<TopicPartition> tps) {
+            List<Integer> out = new ArrayList<>();
+            for (TopicPartition tp : tps) {
+                if (tp.topic().equals(o.topic)) out.add(tp.partition());
+            }
+            out.sort(null);
+            return out;
+        }
+
+        Map<String, List<Integer>> byTopic(Collection<TopicPartition> tps) {
+            Map<String, List<Integer>> out = new TreeMap<>();
+            for (TopicPartition tp : tps) out.computeIfAbsent(tp.topic(), k -> new ArrayList<>()).add(tp.partition());
+            out.values().forEach(l -> l.sort(null));
+            return out;
+        }
+
+        void report(String ev, Collection<TopicPartition> changed, Object... extra) {
+            List<Object> kv = new ArrayList<>(List.of("partitions", ofTopic(changed), "owned", ofTopic(owned)));
+            if (o.topicRegex != null) {
+                kv.addAll(List.of("topics", byTopic(owned)));
+            }
+            kv.addAll(List.of(extra));
+            emit(ev, kv.toArray());
         }
 
         @Override
         public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
-            TreeSet<Integer> parts = numbers(partitions);
-            owned.addAll(parts);
-            emit("assigned", fields("partitions", new ArrayList<>(parts), "owned", new ArrayList<>(owned)));
+            owned.addAll(partitions);
+            // The listener runs inside poll(), on the consumer's own thread, so its group metadata may be read.
+            var meta = consumer.groupMetadata();
+            report("assigned", partitions, "generation", meta.generationId(), "member_id", meta.memberId());
         }
 
         @Override
         public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
-            if (removed("revoked", partitions) && stallMs > 0) {
-                long ms = stallMs;
+            if (partitions.isEmpty()) return;
+            // What was processed is committed before the partitions go to another member, as an application
+            // does here; a failure only means the new owner reads a little again.
+            commit(consumer, o, partitions);
+            pending.keySet().removeAll(partitions);
+            owned.removeAll(partitions);
+            report("revoked", partitions);
+            List<Integer> mine = ofTopic(partitions);
+            if (stallMs > 0 && (!mine.isEmpty() || o.topicRegex != null)) {
+                int ms = stallMs;
                 stallMs = 0;
-                emit("stall", fields("ms", ms));
+                emit("stall", "ms", ms);
                 try {
                     Thread.sleep(ms);
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
-                emit("stall_end", fields());
+                emit("stall_end");
             }
         }
 
         @Override
         public void onPartitionsLost(Collection<TopicPartition> partitions) {
-            removed("lost", partitions);
+            if (partitions.isEmpty()) return;
+            pending.keySet().removeAll(partitions);
+            owned.removeAll(partitions);
+            report("lost", partitions);
         }
+    }
 
-        private boolean removed(String ev, Collection<TopicPartition> partitions) {
-            if (partitions.isEmpty()) {
-                return false;  // the client also calls back with nothing revoked
+    // --------------------------------------------------------------------------------------- consumer
+
+    static Properties consumerConfig(Options o) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", o.bootstrap);
+        p.put("group.id", o.group);
+        p.put("client.id", o.clientId != null ? o.clientId : "java");
+        p.put("group.protocol", o.groupProtocol);
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        p.put("max.poll.interval.ms", Integer.toString(o.rebalanceTimeoutMs));
+        p.put("metadata.max.age.ms", "5000");
+        p.put("reconnect.backoff.max.ms", "500");
+        p.put("retry.backoff.max.ms", "500");
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        if (o.groupProtocol.equals("consumer")) {
+            // The coordinator assigns, and owns the session timeout and heartbeat interval
+            // (group.consumer.*): ConsumerConfig refuses all three client settings under this protocol.
+            switch (o.assignor) {
+                case "range": p.put("group.remote.assignor", "range"); break;
+                case "cooperative-sticky": p.put("group.remote.assignor", "uniform"); break;
+                default: throw new IllegalArgumentException(
+                        "group.protocol=consumer has no client-side assignor; no server-side one for " + o.assignor);
             }
-            TreeSet<Integer> parts = numbers(partitions);
-            owned.removeAll(parts);
-            emit(ev, fields("partitions", new ArrayList<>(parts), "owned", new ArrayList<>(owned)));
-            return true;
+        } else {
+            Map<String, String> assignors = Map.of("range", RangeAssignor.class.getName(),
+                    "roundrobin", RoundRobinAssignor.class.getName(),
+                    "cooperative-sticky", CooperativeStickyAssignor.class.getName());
+            String cls = assignors.get(o.assignor);
+            if (cls == null) throw new IllegalArgumentException("no assignor " + o.assignor + " in this driver");
+            p.put("partition.assignment.strategy", cls);
+            p.put("session.timeout.ms", Integer.toString(o.sessionTimeoutMs));
+            p.put("heartbeat.interval.ms", Integer.toString(o.heartbeatIntervalMs));
         }
-
-        private static TreeSet<Integer> numbers(Collection<TopicPartition> partitions) {
-            TreeSet<Integer> out = new TreeSet<>();
-            partitions.forEach(tp -> out.add(tp.partition()));
-            return out;
-        }
+        if (o.instanceId != null) p.put("group.instance.id", o.instanceId);
+        return p;
     }
 
-    // -- the JSON-lines report ---------------------------------------------------------------------------
+    /** Processed records' next offsets not yet committed, by partition; touched only on the poll thread. */
+    static final Map<TopicPartition, Long> pending = new HashMap<>();
 
-    private static Map<String, Object> fields(Object... kv) {
-        Map<String, Object> out = new LinkedHashMap<>();
-        for (int i = 0; i + 1 < kv.length; i += 2) {
-            out.put((String) kv[i], kv[i + 1]);
+    /** commitSync of what was processed (of `only`, when given) and is still assigned; false: retry it. */
+    static boolean commit(KafkaConsumer<byte[], byte[]> consumer, Options o, Collection<TopicPartition> only) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        for (TopicPartition tp : consumer.assignment()) {
+            Long next = pending.get(tp);
+            if (next != null && (only == null || only.contains(tp))) offsets.put(tp, new OffsetAndMetadata(next));
         }
-        return out;
+        if (offsets.isEmpty()) return true;
+        try {
+            consumer.commitSync(offsets, Duration.ofSeconds(5));
+        } catch (WakeupException e) {
+            throw e;
+        } catch (KafkaException e) {
+            // RebalanceInProgressException, CommitFailedException (the generation or epoch moved on), a
+            // timeout while the coordinator is away: the next poll completes the rebalance, and the commit of
+            // what is still assigned then is retried after it.
+            emit("commit_failed", "error", e.getClass().getSimpleName() + ": " + e.getMessage());
+            return false;
+        }
+        Map<String, Object> mine = new TreeMap<>();
+        offsets.forEach((tp, om) -> {
+            pending.remove(tp, om.offset());
+            if (tp.topic().equals(o.topic)) mine.put(Integer.toString(tp.partition()), om.offset());
+        });
+        emit("committed", "offsets", mine);
+        return true;
     }
 
-    private static synchronized void emit(String ev, Map<String, Object> fields) {
-        StringBuilder sb = new StringBuilder("{\"t\": ").append(System.currentTimeMillis() / 1000.0)
-                .append(", \"ev\": ").append(json(ev));
-        fields.forEach((k, v) -> sb.append(", ").append(json(k)).append(": ").append(json(v)));
-        System.out.println(sb.append('}'));
-        System.out.flush();
-    }
+    static volatile boolean stopRequested;
 
-    private static String json(Object v) {
-        if (v == null) {
-            return "null";
+    static void consume(Options o) {
+        Ownership own = new Ownership(o);
+        KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerConfig(o));
+        own.consumer = consumer;
+        onStop(() -> {
+            stopRequested = true;
+            consumer.wakeup();
+        });
+        if (o.topicRegex == null) {
+            consumer.subscribe(List.of(o.topic), own);
+        } else if (o.groupProtocol.equals("consumer")) {
+            consumer.subscribe(new SubscriptionPattern(o.topicRegex), own);
+        } else {
+            consumer.subscribe(Pattern.compile(o.topicRegex), own);
         }
-        if (v instanceof Number || v instanceof Boolean) {
-            return v.toString();
-        }
-        if (v instanceof Map<?, ?> m) {
-            StringBuilder sb = new StringBuilder("{");
-            m.forEach((k, x) -> sb.append(sb.length() > 1 ? ", " : "").append(json(k.toString())).append(": ")
-                    .append(json(x)));
-            return sb.append('}').toString();
-        }
-        if (v instanceof Collection<?> c) {
-            StringBuilder sb = new StringBuilder("[");
-            for (Object x : c) {
-                sb.append(sb.length() > 1 ? ", " : "").append(json(x));
-            }
-            return sb.append(']').toString();
-        }
-        StringBuilder sb = new StringBuilder("\"");
-        for (char ch : v.toString().toCharArray()) {
-            switch (ch) {
-                case '"' -> sb.append("\\\"");
-                case '\\' -> sb.append("\\\\");
-                case '\n' -> sb.append("\\n");
-                case '\r' -> sb.append("\\r");
-                case '\t' -> sb.append("\\t");
-                default -> {
-                    if (ch < 0x20) {
-                        sb.append(String.format("\\u%04x", (int) ch));
+        try {
+            boolean retryCommit = false;
+            while (!stopRequested) {
+                ConsumerRecords<byte[], byte[]> batch;
+                try {
+                    batch = consumer.poll(Duration.ofMillis(100));
+                } catch (WakeupException e) {
+                    break;
+                } catch (KafkaException e) {
+                    emit("poll_error", "error", e.toString(), "retriable", e instanceof RetriableException);
+                    continue;
+                }
+                List<List<Long>> recs = new ArrayList<>();
+                Map<String, List<List<Long>>> byTopic = new TreeMap<>();
+                for (ConsumerRecord<byte[], byte[]> r : batch) {
+                    List<Long> pair = List.of((long) r.partition(), r.offset());
+                    if (r.topic().equals(o.topic)) recs.add(pair);
+                    byTopic.computeIfAbsent(r.topic(), k -> new ArrayList<>()).add(pair);
+                    pending.put(new TopicPartition(r.topic(), r.partition()), r.offset() + 1);
+                }
+                if (!batch.isEmpty()) {
+                    if (o.topicRegex != null) {
+                        emit("records", "recs", recs, "topics", byTopic);
                     } else {
-                        sb.append(ch);
+                        emit("records", "recs", recs);
                     }
+                } else if (!retryCommit) {
+                    continue;
+                }
+                // A failed commit is retried on later polls even without records: after the last batch there
+                // may be none, and the offsets must still land.
+                try {
+                    retryCommit = !commit(consumer, o, null);
+                } catch (WakeupException e) {
+                    break;
                 }
             }
+        } finally {
+            // close() runs the revoke callback (which commits) and leaves: LeaveGroup for a dynamic classic
+            // member, KIP-848's leave heartbeat (epoch -1, or -2 for a static member) otherwise.
+            try {
+                consumer.close(Duration.ofSeconds(15));
+            } catch (KafkaException e) {
+                emit("error", "error", "close: " + e);
+            }
         }
-        return sb.append('"').toString();
+    }
+
+    // --------------------------------------------------------------------------------------- producer
+
+    static void produce(Options o) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", o.bootstrap);
+        p.put("client.id", o.clientId != null ? o.clientId : "java-producer");
+        p.put("linger.ms", "5");
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            List<Future<RecordMetadata>> sent = new ArrayList<>();
+            for (int i = 0; i < o.count; i++) {
+                sent.add(producer.send(new ProducerRecord<>(o.topic, ("v" + i).getBytes())));
+            }
+            producer.flush();
+            for (Future<RecordMetadata> f : sent) f.get();
+        }
+        emit("produced", "count", o.count);
+    }
+
+    // ------------------------------------------------------------------------------------------- main
+
+    // SIGTERM / SIGINT ask for a clean close (LeaveGroup) and an exit status of 0. The JVM's own handling
+    // (shutdown hooks, then exit 143) would race the close against the exit, so the signals are taken over.
+    static void onStop(Runnable action) {
+        sun.misc.SignalHandler handler = sig -> action.run();
+        sun.misc.Signal.handle(new sun.misc.Signal("TERM"), handler);
+        sun.misc.Signal.handle(new sun.misc.Signal("INT"), handler);
+    }
+
+    /** kafka-clients' release, from the version file in its jar (the class that reads it is internal). */
+    static String clientVersion() {
+        Properties p = new Properties();
+        try (var in = KafkaConsumer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+            if (in != null) p.load(in);
+        } catch (java.io.IOException e) {
+            return "?";
+        }
+        return p.getProperty("version", "?");
+    }
+
+    public static void main(String[] argv) {
+        Options o;
+        try {
+            o = parseArgs(argv);
+        } catch (IllegalArgumentException e) {
+            emit("error", "error", e.getMessage());
+            System.exit(2);
+            return;
+        }
+        if (o.debug != null) {
+            org.apache.logging.log4j.core.config.Configurator.setRootLevel(org.apache.logging.log4j.Level.DEBUG);
+        }
+        emit("start", "client", "java", "version", clientVersion());
+        try {
+            if (o.role.equals("producer")) {
+                produce(o);
+            } else {
+                consume(o);
+            }
+        } catch (Exception e) {
+            emit("error", "error", e.toString());
+            System.exit(1);
+        }
+        emit("exit");
+        System.exit(0);
     }
 }
