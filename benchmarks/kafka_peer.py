@@ -10,6 +10,8 @@ the same member driver as the server's rows, so the table can say "x Kafka".
   broker at Kafka's defaults (no flush: the page cache holds an acknowledged commit) and with a flush per
   write (`log.flush.interval.messages=1`: every append is flushed before the answer), the durability the
   server gives at its own defaults.
+- coordinator load after a restart: the recovery scenario's commits produced into Kafka's
+  `__consumer_offsets`, then Kafka restarted on them (benchmarks/kafka_recovery.py).
 
 The broker is the single KRaft node of the differential tests, sized for 2 cores (tests/kafka/broker.py). The
 JVM compiles its hot paths while it runs, so each load starts after a longer warm-up than the server's (it
@@ -28,12 +30,13 @@ from typing import Any
 
 from tests.kafka.broker import LIB_DIR, KafkaBroker
 
-from . import scenarios, wire
+from . import kafka_recovery, scenarios, wire
 from .procs import run_json
 
 KAFKA_WARMUP_S = 5.0
 # Kafka's settings for the commit rows: at its defaults, and with each append flushed before it is answered.
 FLUSH_EACH_WRITE = {"log.flush.interval.messages": "1"}
+RECOVERY_REPEATS = 3  # start-ups, empty and loaded: the median of each
 
 
 def available() -> bool:
@@ -105,7 +108,8 @@ def commits(scale: scenarios.Scale, kafka: KafkaBroker, flush: str) -> list[dict
 def run(scale: scenarios.Scale, work: Path) -> dict[str, Any]:
     """Every Kafka row of the table. Two brokers in turn: one at Kafka's defaults (heartbeats, rebalances,
     commits), then one that flushes each write (commits)."""
-    res: dict[str, Any] = {"version": version(), "commits": [], "rebalance": [], "heartbeat": [], "errors": []}
+    res: dict[str, Any] = {"version": version(), "commits": [], "rebalance": [], "heartbeat": [], "errors": [],
+                           "recovery": None}
 
     def part(name: str, fn: Callable[[], Any]) -> Any:
         # A JVM and thousands of members: when one part fails, the run keeps every other figure, and the
@@ -125,4 +129,7 @@ def run(scale: scenarios.Scale, work: Path) -> dict[str, Any]:
             res["heartbeat"] += part(f"heartbeat {n}", lambda n=n: [heartbeats(scale, kafka, n)])
     with broker(work, "kafka-flush", FLUSH_EACH_WRITE) as kafka:
         res["commits"] += part("commits, flush each write", lambda: commits(scale, kafka, "always"))
+    with broker(work, "kafka-recovery") as kafka:
+        res["recovery"] = part("recovery", lambda: kafka_recovery.run(
+            kafka, scale.recovery_records, scale.recovery_keys, RECOVERY_REPEATS)) or None
     return res

@@ -143,6 +143,10 @@ class Group:
         self.session_ms = SESSION_MS
         self.heartbeat_interval_s = HEARTBEAT_INTERVAL_S
         self.heartbeat_only_while_joining = False
+        # Set while a registration is still forming other groups: a complete group's members keep their
+        # sessions alive with a heartbeat every keepalive_interval_s until it is cleared.
+        self.keepalive: asyncio.Event | None = None
+        self.keepalive_interval_s = 1.0
         self.leave_on_stop = False  # LeaveGroup on stop, as a consumer's close() does
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()  # set with `complete`
         self.started = time.perf_counter()
@@ -229,6 +233,8 @@ async def member(host: str, port: int, group: Group, index: int, stop: asyncio.E
                 group.note(join.generation_id, "heartbeat_rejoin")
                 rejoin = True
                 break
+        if not rejoin and group.keepalive is not None:
+            await _keep_alive(conn, group, join.generation_id, frame)
         if not rejoin:
             await stop.wait()
     if group.leave_on_stop and member_id:
@@ -239,6 +245,22 @@ async def member(host: str, port: int, group: Group, index: int, stop: asyncio.E
         group.left += left.error_code == 0 and all(m.error_code == 0 for m in left.members)
     conn.close()
     return member_id
+
+
+async def _keep_alive(conn: _FrameConn, group: Group, generation: int, frame: bytes) -> None:
+    """Heartbeat a complete group's member until the registration is over (group.keepalive cleared). A
+    refused heartbeat is noted in the timeline and ends it: the registration is then reported as it stands,
+    and the measurement's error count shows the lost member."""
+    keepalive = group.keepalive
+    assert keepalive is not None
+    while keepalive.is_set():
+        await asyncio.sleep(group.keepalive_interval_s)
+        if not keepalive.is_set():
+            return
+        group.heartbeats += 1
+        if int.from_bytes((await conn.call_raw(frame))[9:11], "big") != 0:
+            group.note(generation, "keepalive_error")
+            return
 
 
 async def connect(host: str, port: int, count: int, at_once: int = 256) -> list[_FrameConn]:
@@ -295,11 +317,14 @@ async def rebalance(host: str, port: int, size: int) -> dict[str, Any]:
 WAVE_TIMEOUT_S = 40.0
 
 
-async def _register_wave(host: str, port: int, indexes: range, per_group: int,
-                         stop: asyncio.Event) -> tuple[list[Group], dict[str, list[asyncio.Future[str]]]]:
+async def _register_wave(host: str, port: int, indexes: range, per_group: int, stop: asyncio.Event,
+                         keepalive: asyncio.Event) -> tuple[list[Group], dict[str, list[asyncio.Future[str]]]]:
     batch = [Group(f"peer-group-{g:06d}", per_group) for g in indexes]
     for g in batch:
         g.leader_syncs_last = True
+        # A wave's groups complete seconds apart, and later waves take their own time: without it, an early
+        # group's members would be silent for longer than their 10 s sessions before the measurement starts.
+        g.keepalive = keepalive
         # The mock waits (session timeout - 1 s) for a member that joined late: 10 s sessions keep a
         # stalled round short, and the measurement heartbeats every registered member well within it.
         g.session_ms = 10_000
@@ -316,7 +341,8 @@ async def _register_wave(host: str, port: int, indexes: range, per_group: int,
 
 
 async def register(host: str, port: int, groups: int, per_group: int) -> None:
-    stop = asyncio.Event()
+    stop, keepalive = asyncio.Event(), asyncio.Event()
+    keepalive.set()
     started = time.perf_counter()
     out: dict[str, Any] = {"groups": {}}
     all_tasks = []
@@ -324,7 +350,8 @@ async def register(host: str, port: int, groups: int, per_group: int) -> None:
     # first join round), smaller ones add more of its fixed 3 s first-join wait.
     wave = max(1, 300 // per_group)
     for first in range(0, groups, wave):
-        batch, tasks = await _register_wave(host, port, range(first, min(groups, first + wave)), per_group, stop)
+        batch, tasks = await _register_wave(host, port, range(first, min(groups, first + wave)), per_group, stop,
+                                            keepalive)
         try:
             await asyncio.wait_for(asyncio.gather(*(g.complete.wait() for g in batch)), WAVE_TIMEOUT_S)
         except TimeoutError:
@@ -336,6 +363,7 @@ async def register(host: str, port: int, groups: int, per_group: int) -> None:
             out["groups"][g.group_id] = {"generation": g.generation, "members": list(g.synced)}
             all_tasks += tasks[g.group_id]
     out["seconds"] = time.perf_counter() - started
+    keepalive.clear()  # the caller's load heartbeats them from here on
     print(json.dumps(out), flush=True)
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, sys.stdin.read)

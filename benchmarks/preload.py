@@ -16,6 +16,7 @@ import json
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 with warnings.catch_warnings():
@@ -104,22 +105,19 @@ def write_members(data_dir: Path, groups: int, members_per_group: int, session_m
     return {"seconds": time.perf_counter() - started, "bytes": size}
 
 
-def write_commits(data_dir: Path, records: int, keys: int, segment_bytes: int = 0,
-                  records_per_batch: int = 10) -> dict[str, float]:
-    """`records` offset commits cycling over `keys` keys (100 partitions of a topic per group), written as
-    batches of `records_per_batch` (a consumer committing several partitions at once). Segments are sized
-    so each partition has about eight: all but the active one are sealed, which the cleaner compacts;
-    `segment_bytes` sets their size instead (the pipeline bench writes one large segment)."""
-    started = time.perf_counter()
+def commit_batches(records: int, keys: int, now_ms: int,
+                   records_per_batch: int = 10) -> Iterator[tuple[int, list[tuple[bytes, bytes]]]]:
+    """`records` offset commits cycling over `keys` keys (100 partitions of a topic per group), as
+    (partition of `__consumer_offsets`, batch of `records_per_batch` records): a consumer committing several
+    partitions at once, each group on the partition Kafka's hash picks. The same stream is written straight
+    into the server's log here, and produced to Apache Kafka's `__consumer_offsets` by the bench."""
     partitions_per_group = 100
     groups = max(1, keys // partitions_per_group)
-    now = int(time.time() * 1000)
-    value = OffsetCommitValue(offset=0x0102030405060708, leader_epoch=-1, metadata="", commit_timestamp_ms=now,
+    value = OffsetCommitValue(offset=0x0102030405060708, leader_epoch=-1, metadata="", commit_timestamp_ms=now_ms,
                               expire_timestamp_ms=-1)
     _, value_t = encode_record(OffsetCommitRecord("g", TOPIC, 0, value))
     assert value_t is not None
     offset_pos = value_t.find(bytes(range(1, 9)))
-    logs = _create(data_dir, segment_bytes or max(1 << 16, records * 80 // PARTITIONS // 8))
     # Batch i holds keys [i*r, (i+1)*r) of its group: key k = (group k // 100, partition k % 100).
     distinct: dict[int, list[bytes]] = {}
     per_group_batches = partitions_per_group // records_per_batch
@@ -130,7 +128,7 @@ def write_commits(data_dir: Path, records: int, keys: int, segment_bytes: int = 
             p = partition_for(group_id(g), PARTITIONS)
             for b in range(per_group_batches):
                 if written >= records:
-                    break
+                    return
                 recs = []
                 for i in range(records_per_batch):
                     part = b * records_per_batch + i
@@ -141,15 +139,30 @@ def write_commits(data_dir: Path, records: int, keys: int, segment_bytes: int = 
                     v = bytearray(value_t)
                     v[offset_pos:offset_pos + 8] = (round_ * 1000 + part).to_bytes(8, "big")
                     recs.append((key, bytes(v)))
-                logs[p].append(recs, now)
+                yield p, recs
                 written += len(recs)
         round_ += 1
+
+
+def write_commits(data_dir: Path, records: int, keys: int, segment_bytes: int = 0,
+                  records_per_batch: int = 10) -> dict[str, float]:
+    """The commits of `commit_batches`, written into a server's data directory. Segments are sized so each
+    partition has about eight: all but the active one are sealed, which the cleaner compacts;
+    `segment_bytes` sets their size instead (the pipeline bench writes one large segment)."""
+    started = time.perf_counter()
+    now = int(time.time() * 1000)
+    logs = _create(data_dir, segment_bytes or max(1 << 16, records * 80 // PARTITIONS // 8))
+    written = 0
+    for p, recs in commit_batches(records, keys, now, records_per_batch):
+        logs[p].append(recs, now)
+        written += len(recs)
     size = 0
     for plog in logs:
         plog.sync()
         size += plog.size_bytes
         plog.close()
-    return {"seconds": time.perf_counter() - started, "bytes": size, "records": written, "keys": groups * 100}
+    return {"seconds": time.perf_counter() - started, "bytes": size, "records": written,
+            "keys": max(1, keys // 100) * 100}
 
 
 def main() -> None:

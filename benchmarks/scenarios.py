@@ -122,6 +122,11 @@ def _hb_peer_once(scale: Scale) -> dict[str, Any]:
                            duration_s=scale.hb_duration_s, error_offset=wire.heartbeat_error_offset())
         reg.stdin.close()
         reg.wait(60)
+        if result["errors"]:
+            # A rate is only a rate of answers that did what was asked: a member the mock dropped (answered
+            # UNKNOWN_MEMBER_ID, say) would count its cheap refusals. A fresh mock is tried instead.
+            raise RuntimeError(f"{result['errors']:,} of {result['requests']:,} heartbeats answered with an error "
+                               f"(first: {result.get('first_error')})")
         result.update(members=scale.peer_members, register_s=info["seconds"], librdkafka=peer.version)
         return result
     finally:

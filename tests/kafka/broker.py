@@ -144,10 +144,11 @@ class KafkaBroker:
                 f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
                 "-cp", f"{self.lib_dir}/*", *args]
 
-    def _write_config(self) -> Path:
+    def _write_config(self, fresh: bool) -> Path:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         log_dir = self.work_dir / "log"
-        shutil.rmtree(log_dir, ignore_errors=True)
+        if fresh:
+            shutil.rmtree(log_dir, ignore_errors=True)
         settings = {
             **self.settings,
             "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
@@ -160,15 +161,19 @@ class KafkaBroker:
         (self.work_dir / "log4j2.properties").write_text(LOG4J2_CONFIG)
         return path
 
-    def start(self, timeout_s: float = START_TIMEOUT_S) -> KafkaBroker:
+    def start(self, timeout_s: float = START_TIMEOUT_S, *, fresh: bool = True) -> KafkaBroker:
+        """Start and wait until ready: on a freshly formatted log dir, or (fresh=False, a restart) on the
+        log dir of the last run, which it then loads; `started_s` is how long either took."""
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         began = time.monotonic()
-        config = self._write_config()
+        config = self._write_config(fresh)
         with open(self.log_path, "ab") as log:
-            # A single controller forms its own quorum (a dynamic one of one voter): --standalone.
-            subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", random_cluster_id(),
-                                      "-c", str(config), "--standalone"),
-                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=120)
+            if fresh:
+                # A single controller forms its own quorum (a dynamic one of one voter): --standalone.
+                subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", random_cluster_id(),
+                                          "-c", str(config), "--standalone"),
+                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, check=True,
+                               timeout=120)
             self.proc = subprocess.Popen(self._java("kafka.Kafka", str(config)), stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         try:
