@@ -22,6 +22,7 @@ from collections import defaultdict, deque
 from typing import Any
 
 from coordinator_server.storage.batch import build_batch
+from coordinator_server.topics.registry import OFFSETS_TOPIC
 from tests.kafka.broker import KafkaBroker
 
 from . import preload, wire
@@ -35,7 +36,6 @@ ADMIN_CLIENT_ID = "__admin_client"  # the client id Kafka lets write to its inte
 PRODUCE_VERSION = 7
 IN_FLIGHT = 8
 BUFFERED_BATCHES = 5_000  # batches gathered before requests are cut, so each spans many partitions
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class _Producer:

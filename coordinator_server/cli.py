@@ -75,7 +75,7 @@ SUBCOMMANDS: dict[str, str] = {
     "repair-log": "coordinator_server.tools.repair_log",
     "users": "coordinator_server.security.users",  # SASL/SCRAM credentials (docs/security.md)
     "acls": "coordinator_server.security.acls",
-    "pipeline": "pipeline.cli",  # the Spark jobs (the `pipeline` extra; docs/pipeline.md)
+    "pipeline": "pipeline.main",  # the Spark jobs and their tools (the `pipeline` extra; docs/pipeline.md)
 }
 
 

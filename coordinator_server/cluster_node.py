@@ -37,11 +37,12 @@ from coordinator_server.replication.local_replicas import (
     OffsetsReplicas,
     TopicReplicas,
 )
-from coordinator_server.replication.replica_manager import OFFSETS_TOPIC, LocalReplicas, ReplicaManager, Roles
+from coordinator_server.replication.replica_manager import LocalReplicas, ReplicaManager, Roles
 from coordinator_server.replication.topic_leadership import ReplicatedLeadership
 from coordinator_server.runtime import CoordinatorRuntime
 from coordinator_server.storage.group_commit import GroupCommitWriter
 from coordinator_server.topics.delayed_fetch import DelayedFetch
+from coordinator_server.topics.registry import OFFSETS_TOPIC
 from coordinator_server.topics.store import TopicStore
 from protocol.broker_messages import (
     CONTROLLED_SHUTDOWN_VERSION,

@@ -12,7 +12,8 @@
 * `pipeline.report`  — the static HTML report with PNG charts;
 * `pipeline.explain` — pure Python: why each generation of a group came about, from its records and the
   server's JSON log; `pipeline.explain_job` collects those with Spark and writes `explain/generations`;
-* `pipeline.cli`     — `coordinator-server pipeline JOB ...` (also a spark-submit script);
+* `pipeline.main`    — `coordinator-server pipeline ...`, which hands `demo-data` and `cluster-run` to their
+  modules and every job to `pipeline.cli`, the jobs' command line (also a spark-submit script);
 * `pipeline.standalone` — a Spark standalone master and workers of this machine, owned subprocesses;
   `pipeline.cluster_run` runs a job on one started and stopped for it (`make pipeline-cluster`);
 * `pipeline.demo_data` / `pipeline.demo_client` — a real server driven by real clients, for a log to read.

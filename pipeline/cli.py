@@ -1,6 +1,5 @@
 """`coordinator-server pipeline JOB PATH... --out DIR`: the Spark jobs over coordinator logs.
 
-    coordinator-server pipeline demo-data --out build/pipeline/demo
     coordinator-server pipeline decode     PATH... --out OUT           (the typed records, tombstones flagged)
     coordinator-server pipeline snapshot   build/pipeline/demo/node-0 build/pipeline/demo/node-1 --out OUT
     coordinator-server pipeline rebalances PATH... --out OUT
@@ -9,8 +8,8 @@
     coordinator-server pipeline all        PATH... --out OUT           (all five, one Spark session)
     coordinator-server pipeline explain GROUP PATH... [--server-log FILE]... [--out OUT]
                                                (why each generation of GROUP rebalanced: a table on stdout)
-    coordinator-server pipeline cluster-run [--workers N] JOB PATH... --out OUT   (on a standalone cluster
-                                                                      started and stopped for the run)
+
+(`demo-data` and `cluster-run` are subcommands of the command, `pipeline.main`, not jobs.)
 
 Each PATH is a data directory (one per node), an `__consumer_offsets-N` directory or segment files, on
 any filesystem Spark reads (file:, hdfs:, s3a:, ...), globs allowed. Results are Parquet under
@@ -56,7 +55,7 @@ JOBS = ("decode", "snapshot", "rebalances", "lag", "report", "all")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Spark jobs over the coordinator's log "
                                      "(docs/pipeline.md). `demo-data` writes a history to try them on.")
-    parser.add_argument("job", choices=(*JOBS, "demo-data", "explain"))
+    parser.add_argument("job", choices=(*JOBS, "explain"))
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="data directories (one per node), partition directories or segments; any Spark URI "
                         "(explain: the group first)")
@@ -163,14 +162,6 @@ def run_job(spark: SparkSession, job: str, paths: Sequence[str], out: str, min_l
 
 def cli(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["demo-data"]:
-        from pipeline import demo_data
-
-        return demo_data.cli(args_list[1:])
-    if args_list[:1] == ["cluster-run"]:
-        from pipeline import cluster_run
-
-        return cluster_run.cli(args_list[1:])
     parser = build_parser()
     args = parser.parse_args(args_list)
     if args.job == "explain":

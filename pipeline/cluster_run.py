@@ -66,8 +66,6 @@ def cli(argv: Sequence[str]) -> int:
     args, job = build_parser().parse_known_args(list(argv))
     # The job's line is checked before any JVM starts: a typo costs no cluster start-up.
     parsed = pipeline_cli.build_parser().parse_args(job)
-    if parsed.job == "demo-data":
-        raise SystemExit(f"{COMMAND}: demo-data runs no Spark; give a job, e.g. `all PATH... --out OUT`")
     if parsed.master:
         raise SystemExit(f"{COMMAND}: the master is the cluster this command starts; drop --master")
     # The driver listens where the executors reach it: loopback, like the cluster (not the hostname's address).

@@ -49,7 +49,6 @@ with warnings.catch_warnings():
     from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
     from kafka.record.default_records import DefaultRecordBatch
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _HEADER = DefaultRecordBatch.HEADER_STRUCT
 _HEADER_SIZE = _HEADER.size  # 61: BaseOffset .. RecordsCount
 _LOG_OVERHEAD = 12  # BaseOffset int64 + Length int32, not counted by Length

@@ -31,6 +31,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from coordinator_server.topics.registry import OFFSETS_TOPIC
 from pipeline import segments
 from pipeline.schema import RECORD_SCHEMA, TOPIC_BATCH_SCHEMA
 
@@ -73,7 +74,7 @@ def _listed(spark: SparkSession, paths: Sequence[str], offsets: bool) -> list[se
     found = []
     for seg in segments.list_segments(spark, segment_globs(paths, offsets_only=offsets)):
         where = decode.parse_segment_path(seg.uri)
-        if where is not None and (where.topic == decode.OFFSETS_TOPIC) == offsets:
+        if where is not None and (where.topic == OFFSETS_TOPIC) == offsets:
             found.append(seg)
     return found
 

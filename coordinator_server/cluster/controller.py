@@ -24,10 +24,10 @@ from coordinator_server.cluster import election
 from coordinator_server.cluster import zk_layout as zl
 from coordinator_server.cluster.partition_state import PartitionState
 from coordinator_server.cluster.zk_client import ZkClient
+from coordinator_server.topics.registry import OFFSETS_TOPIC
 
 log = structlog.get_logger("coordinator_server.cluster")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 @dataclass(frozen=True, slots=True)

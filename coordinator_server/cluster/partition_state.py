@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coordinator_server.topics.registry import OFFSETS_TOPIC
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionState:
@@ -15,4 +17,4 @@ class PartitionState:
     replicas: tuple[int, ...]
     controller_epoch: int
     zk_version: int
-    topic: str = "__consumer_offsets"
+    topic: str = OFFSETS_TOPIC

@@ -17,9 +17,9 @@ import structlog
 
 from coordinator_server.cluster import election
 from coordinator_server.cluster import zk_layout as zl
-from coordinator_server.cluster.controller import OFFSETS_TOPIC, ClusterView
+from coordinator_server.cluster.controller import ClusterView
 from coordinator_server.cluster.zk_client import ZkClient
-from coordinator_server.topics.registry import Topic, is_valid_topic_name
+from coordinator_server.topics.registry import OFFSETS_TOPIC, Topic, is_valid_topic_name
 from protocol.errors import Errors, KafkaError
 from protocol.kafka_uuid import kafka_uuid_string, parse_kafka_uuid, random_kafka_uuid
 

@@ -478,10 +478,11 @@ class GroupCoordinator(RebalanceMechanics):
         group.offsets = consumer_group.offsets
         return None
 
-    # -- the gate (§2.1) -----------------------------------------------------------------------------
+    # -- the gate ------------------------------------------------------------------------------------
 
     def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> Errors | None:
-        """The gate of §2.1. Offset commits and fetches accept "" as a group id; the rest reject it."""
+        """The checks every group request passes first: a group id (offset commits and fetches accept "", the
+        rest reject it), then this node coordinating the group, loaded."""
         if group_id is None or (group_id == "" and not allow_empty):
             return Errors.INVALID_GROUP_ID
         if not self.active:
@@ -508,7 +509,7 @@ class GroupCoordinator(RebalanceMechanics):
             return Errors.UNKNOWN_MEMBER_ID
         return None
 
-    # -- JoinGroup (§2.2) ----------------------------------------------------------------------------
+    # -- JoinGroup -----------------------------------------------------------------------------------
 
     def handle_join_group(self, inp: JoinGroupInput, now_ms: int, respond: JoinCallback) -> None:
         self._tick(now_ms)
@@ -796,7 +797,7 @@ class GroupCoordinator(RebalanceMechanics):
 
         self._store_group(group, assignment, on_stored)
 
-    # -- SyncGroup (§2.3) ----------------------------------------------------------------------------
+    # -- SyncGroup -----------------------------------------------------------------------------------
 
     def handle_sync_group(self, inp: SyncGroupInput, now_ms: int, respond: SyncCallback) -> None:
         self._tick(now_ms)
@@ -880,7 +881,7 @@ class GroupCoordinator(RebalanceMechanics):
 
         self._store_group(group, assignment, on_stored)
 
-    # -- Heartbeat (§2.4) ----------------------------------------------------------------------------
+    # -- Heartbeat -----------------------------------------------------------------------------------
 
     def handle_heartbeat(self, inp: HeartbeatInput, now_ms: int) -> Errors:
         self._tick(now_ms)
@@ -910,7 +911,7 @@ class GroupCoordinator(RebalanceMechanics):
             return _HEARTBEAT_REBALANCING
         return _HEARTBEAT_OK
 
-    # -- LeaveGroup (§2.5) ---------------------------------------------------------------------------
+    # -- LeaveGroup ----------------------------------------------------------------------------------
 
     def handle_leave_group(self, inp: LeaveGroupInput, now_ms: int) -> LeaveGroupResult:
         self._tick(now_ms)

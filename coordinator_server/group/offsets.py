@@ -110,7 +110,7 @@ class OffsetManager:
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
         self.retention_ms = retention_ms
 
-    # -- OffsetCommit (§2.6) -------------------------------------------------------------------------
+    # -- OffsetCommit --------------------------------------------------------------------------------
 
     def handle_offset_commit(self, inp: OffsetCommitInput, respond: OffsetCommitCallback) -> None:
         def all_fail(error: Errors) -> None:
@@ -192,7 +192,7 @@ class OffsetManager:
             pending[key] = pending.get(key, 0) + 1
         self.append(group.group_id, tuple(records), commit.written)
 
-    # -- OffsetFetch (§2.7) --------------------------------------------------------------------------
+    # -- OffsetFetch ---------------------------------------------------------------------------------
 
     def handle_offset_fetch(self, inp: OffsetFetchInput) -> OffsetFetchResult:
         error = self.core.validate_group_status(inp.group_id, allow_empty=True)
@@ -221,7 +221,7 @@ class OffsetManager:
                 fetched.append(FetchedOffset(topic, partition, value.offset, value.leader_epoch, value.metadata))
         return OffsetFetchResult(Errors.NONE, fetched)
 
-    # -- OffsetDelete (§2.11) ------------------------------------------------------------------------
+    # -- OffsetDelete --------------------------------------------------------------------------------
 
     def handle_offset_delete(self, inp: OffsetDeleteInput, callback: OffsetDeleteCallback) -> None:
         error = self.core.validate_group_status(inp.group_id)
@@ -280,7 +280,7 @@ class OffsetManager:
             return
         self.append(group.group_id, tombstones, lambda error: callback(OffsetDeleteResult(Errors.NONE, results)))
 
-    # -- retention (§6) ------------------------------------------------------------------------------
+    # -- retention -----------------------------------------------------------------------------------
 
     def cleanup_expired_offsets(self, group: GroupMetadata, wall_ms: int) -> list[OffsetCommitRecord]:
         """Drop the group's offsets past retention; returns their tombstones (the new coordinator's

@@ -26,7 +26,7 @@ What a connection may cost between requests — how long it may go without sendi
 fires, asks it whether to close. The hot path only moves the policy's clock: one clock read per
 `data_received` that answered something.
 
-Three severities of failure (style §10):
+Three severities of failure:
 - per request: an error code inside the response (decided by the handler or the core);
 - per connection: bad frame size, unparsable header, unknown api key, unsupported version (other than
   ApiVersions), undecodable body, or a handler that raised — log one line and close this socket only;

@@ -35,9 +35,9 @@ from coordinator_server.net.cluster_metadata import ClusterMetadata
 from coordinator_server.net.consumer_group_handlers import ConsumerGroupHandlers, ConsumerGroupRuntime
 from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.offset_handlers import OffsetHandlers, OffsetRuntime
-from coordinator_server.net.replica_handlers import OFFSETS_TOPIC, ReplicaHandlers, replica_id_of
+from coordinator_server.net.replica_handlers import ReplicaHandlers, replica_id_of
 from coordinator_server.security.authorizer import ALLOW_ALL, Access
-from coordinator_server.topics.registry import Topic, is_valid_topic_name
+from coordinator_server.topics.registry import OFFSETS_TOPIC, Topic, is_valid_topic_name
 from coordinator_server.topics.store import TopicStore
 from protocol import group_messages as gm
 from protocol import group_wire

@@ -18,9 +18,8 @@ from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse, OffsetFo
 
 from coordinator_server.replication.replica_manager import OffsetsView
 from coordinator_server.security.authorizer import Access
+from coordinator_server.topics.registry import OFFSETS_TOPIC
 from protocol.errors import Errors
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 _FTopic = FetchResponse.FetchableTopicResponse
 _FPart = _FTopic.PartitionData

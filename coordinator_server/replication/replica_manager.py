@@ -43,7 +43,6 @@ from protocol.errors import Errors
 
 log = structlog.get_logger("coordinator_server.replication")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 # offsets.commit.timeout.ms: how long a coordinator write may wait for the ISR before REQUEST_TIMED_OUT.
 DEFAULT_COMMIT_TIMEOUT_MS = 5000
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"

@@ -31,6 +31,7 @@ from coordinator_server.tools.kafka_client import (
     error_name,
 )
 from coordinator_server.tools.output import EXIT_OK, note, run_tool, table, write_json
+from coordinator_server.topics.registry import OFFSETS_TOPIC
 
 # As in kafka_client: kafka-python loads its schemas with importlib.resources functions deprecated in 3.11.
 with warnings.catch_warnings():
@@ -41,7 +42,6 @@ with warnings.catch_warnings():
     from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 PROG = "coordinator-server cluster"
-OFFSETS_TOPIC = "__consumer_offsets"
 LATEST_TIMESTAMP = -1
 READ_UNCOMMITTED = 0
 CONSUMER_REPLICA_ID = -1

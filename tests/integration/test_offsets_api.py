@@ -162,12 +162,12 @@ def members(srv: ServerProcess, group: str, *names: str, **kw: Any) -> Iterator[
 @pytest.mark.parametrize("commit_version", range(2, 10))
 def test_commit_then_fetch_every_version(conn: Connection, commit_version: int) -> None:
     group = f"rt-{commit_version}"
-    epoch = 7 if commit_version >= 6 else -1  # CommittedLeaderEpoch exists from v6; -1 by default (§2.6 13)
+    epoch = 7 if commit_version >= 6 else -1  # CommittedLeaderEpoch exists from v6; -1 by default
     errors = commit(conn, group, {("a", 0): (10, "meta-a0"), ("a", 2): (20, None), ("b", 1): (5, "")},
                     version=commit_version, leader_epoch=7)
     assert errors == {("a", 0): NONE, ("a", 2): NONE, ("b", 1): NONE}
     expected = {("a", 0): (10, epoch, "meta-a0"), ("a", 1): NO_OFFSET, ("a", 2): (20, epoch, ""),  # null -> ""
-                ("b", 1): (5, epoch, ""), ("ghost", 0): NO_OFFSET}  # no topic-existence check on fetch (§2.0)
+                ("b", 1): (5, epoch, ""), ("ghost", 0): NO_OFFSET}  # no topic-existence check on fetch
     for fetch_version in range(1, 10):
         top, parts = fetch(conn, group, {"a": [0, 1, 2], "b": [1], "ghost": [0]}, version=fetch_version)
         assert top == (None if fetch_version == 1 else NONE)
@@ -224,7 +224,7 @@ def test_commit_to_unknown_topic_or_partition(conn: Connection) -> None:
     assert errors == {("a", 0): NONE, ("ghost", 0): UNKNOWN_TOPIC_OR_PARTITION, ("ghost", 1): UNKNOWN_TOPIC_OR_PARTITION,
                       ("a", 3): UNKNOWN_TOPIC_OR_PARTITION, ("b", 1): NONE}
     assert committed(conn, "unk") == {("a", 0): (4, -1, ""), ("b", 1): (2, -1, "")}
-    # Nothing but unknown partitions: answered by the API layer, no group validation at all (§2.0 4), so a
+    # Nothing but unknown partitions: answered by the API layer, no group validation at all, so a
     # made-up generation of a group that does not exist still gets 3, not ILLEGAL_GENERATION.
     assert commit(conn, "nobody", {("ghost", 0): 1}, generation=5, member_id="m") == {("ghost", 0): UNKNOWN_TOPIC_OR_PARTITION}
     assert fetch(conn, "nobody", None) == (NONE, {})
@@ -240,7 +240,7 @@ def test_metadata_longer_than_4096_is_refused_per_partition(conn: Connection) ->
     assert committed(conn, "meta", {"a": [0]})[("a", 0)] == (5, -1, "é" * 4096)
 
 
-# ------------------------------------------------------------------------------ member rules (§2.6, §6)
+# ------------------------------------------------------------------------------ member rules
 
 
 def test_member_generation_and_state_rules(srv: ServerProcess, conn: Connection) -> None:
@@ -279,13 +279,13 @@ def test_member_generation_and_state_rules(srv: ServerProcess, conn: Connection)
         m1.leave()
         m2.leave()
     assert commit(conn, "rules", {("a", 0): 12}) == {("a", 0): NONE}
-    # Generation -1 on an Empty group skips member checks even with a member id (§6).
+    # Generation -1 on an Empty group skips member checks even with a member id.
     assert commit(conn, "rules", {("a", 0): 13}, member_id="gone") == {("a", 0): NONE}
     assert commit(conn, "rules", {("a", 0): 14}, generation=3, member_id="gone") == {("a", 0): UNKNOWN_MEMBER_ID}
     assert committed(conn, "rules", {"a": [0]}) == {("a", 0): (13, -1, "")}
 
 
-# ------------------------------------------------------------------------------ OffsetDelete (§2.11)
+# ------------------------------------------------------------------------------ OffsetDelete
 
 
 def subscribed_consumer(srv: ServerProcess, group: str, topic: str) -> KafkaConsumer:
@@ -328,7 +328,7 @@ def test_offset_delete(srv: ServerProcess, conn: Connection) -> None:
         assert committed(conn, "od-connect") == {("a", 0): (1, -1, "")}
 
 
-# ------------------------------------------------------------------------------ durability (§5)
+# ------------------------------------------------------------------------------ durability
 
 
 def test_acknowledged_commits_survive_kill9(srv: ServerProcess) -> None:

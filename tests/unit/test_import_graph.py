@@ -1,4 +1,4 @@
-"""No import circles in the coordinator core (small modules, no import circles).
+"""No import circles in the coordinator core, nor in any other package of the project (small modules, no import circles).
 
 Every module of `coordinator_server/` is parsed with `ast`; every import counts — at module level, inside a
 function, or under `if TYPE_CHECKING:` (a type-only import back is still an arrow back). An arrow goes to
@@ -26,15 +26,17 @@ from coordinator_server.purgatory import Timer
 from tests.compiled_build import source_of
 
 PACKAGE = "coordinator_server"
-ROOT = Path(__file__).resolve().parents[2] / PACKAGE
+REPO = Path(__file__).resolve().parents[2]
+# The project's other packages, each checked for circles of its own.
+OTHER_PACKAGES = ("protocol", "pipeline", "benchmarks")
 
 Graph = dict[str, set[str]]
 
 
-def module_names() -> dict[str, Path]:
+def module_names(package: str = PACKAGE) -> dict[str, Path]:
     modules = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    for path in sorted((REPO / package).rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         modules[".".join(parts)] = path
@@ -60,8 +62,8 @@ def _imported(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, 
         yield submodule if submodule in known else target
 
 
-def import_graph() -> Graph:
-    modules = module_names()
+def import_graph(package: str = PACKAGE) -> Graph:
+    modules = module_names(package)
     known = set(modules)
     graph: Graph = {name: set() for name in modules}
     for name, path in modules.items():
@@ -157,6 +159,13 @@ def test_the_group_core_has_no_import_cycle() -> None:
 def test_the_whole_package_has_no_import_cycle() -> None:
     graph = import_graph()
     assert not cycles(graph), f"import cycles in {PACKAGE}:\n{describe(graph)}"
+
+
+@pytest.mark.parametrize("package", OTHER_PACKAGES)
+def test_the_other_packages_have_no_import_cycle(package: str) -> None:
+    graph = import_graph(package)
+    assert graph, f"no modules found in {package}/"
+    assert not cycles(graph), f"import cycles in {package}:\n{describe(graph)}"
 
 
 def test_the_cycle_finder_finds_a_type_checking_arrow_back() -> None:
