@@ -202,8 +202,8 @@ def _met(ok: bool) -> str:
 
 def table(res: dict[str, Any]) -> str:
     """The results, each row with its "x Kafka" cell last (— where Kafka has no such figure)."""
-    cells = kafka_cells(res)
-    rows = _rows(res) + kafka_rows(res.get("kafka"))
+    cells = kafka_cells(res) | kafka_cluster_cells(res)
+    rows = _rows(res) + kafka_rows(res.get("kafka")) + kafka_cluster_rows(res.get("kafka_cluster"))
     lines = ["| Scenario | Figure | Baseline | Ratio | Target | x Kafka |", "|---|---|---|---|---|---|"]
     for row in rows:
         label = row.split("|")[1].strip()
@@ -265,6 +265,61 @@ def kafka_rows(k: dict[str, Any] | None) -> list[str]:
                            for f, what in (("never", "its default: no flush"), ("always", "a flush each write"))
                            if f in c)
         rows.append(f"| commits, {name}, {n} committers | {figure} | — | — | — |")
+    return rows
+
+
+def kafka_cluster_cells(res: dict[str, Any]) -> dict[str, str]:
+    """The server's cluster rows against Kafka's three-node cluster (benchmarks/kafka_cluster.py): replicated
+    commits at the same committers (the server's rate over Kafka's), the failover (Kafka's time over the
+    server's), so above 1 the server is ahead."""
+    cl, kc = res.get("cluster"), res.get("kafka_cluster")
+    if not cl or not kc or "error" in cl or "version" not in kc:
+        return {}
+    cells: dict[str, str] = {}
+    theirs = {(c["flush"], c["committers"]): c["rps"] for c in kc.get("commits", [])}
+    for c in cl["commits"]:
+        n = c["committers"]
+        parts = [f"{x:.2f}x {label}" for label, flush in (
+            ("defaults (server fsyncs each commit, Kafka's cluster none)", "never"),
+            ("flush each write on both", "always")) if (x := _ratio(c["cluster"]["rps"], theirs.get((flush, n))))]
+        if parts:
+            cells[f"replicated commits (3 nodes, RF 3, min ISR 2) vs single node, {n} committers"] = "; ".join(parts)
+    fo, kfo = cl["failover"], kc.get("failover")
+    if kfo and kfo["groups"] == fo["groups"] and (x := _ratio(kfo["seconds"], fo["seconds"])):
+        cells[f"cluster failover, {fo['groups']:,} groups"] = (
+            f"{x:.2f}x (Kafka {kfo['seconds']:.2f} s; 3 s to notice the kill on both)")
+    return cells
+
+
+def kafka_cluster_rows(kc: dict[str, Any] | None) -> list[str]:
+    """Kafka's own cluster figures, the baselines of the cluster rows' "x Kafka" cells."""
+    if not kc:
+        return []
+    if "version" not in kc:
+        return [f"| Apache Kafka cluster | failed: {_one_line(kc.get('error', 'no result'))} | — | — | — |"]
+    name = f"Apache Kafka {kc['version']} cluster (3 KRaft nodes, RF 3, min ISR 2)"
+    rows = [f"| {name}, {e['part']} | failed: {_one_line(e['error'])} | — | — | — |" for e in kc.get("errors", [])]
+    by_n: dict[int, dict[str, dict[str, Any]]] = {}
+    for c in kc.get("commits", []):
+        by_n.setdefault(c["committers"], {})[c["flush"]] = c
+    for n, c in sorted(by_n.items()):
+        figure = ", ".join(f"{c[f]['rps']:,.0f}/s, p50 {c[f]['p50_us']:,.0f} µs{_errors(c[f])} ({what})"
+                           for f, what in (("never", "its default: no flush"), ("always", "a flush each write"))
+                           if f in c)
+        rows.append(f"| replicated commits, {name}, {n} committers | {figure} | — | — | — |")
+    fo = kc.get("failover")
+    if fo:
+        session = fo["broker_session_timeout_ms"]
+        rows += [
+            f"| cluster failover, {name}, {fo['groups']:,} groups | {fo['seconds']:.2f} s from kill -9 to the last "
+            f"of its {fo['moved']:,} groups Stable on its new coordinator (first {fo['first_s']:.2f} s, p50 "
+            f"{fo['p50_s']:.2f} s; {fo['rejoins']} rejoins"
+            f"{'; it was also the active controller' if fo.get('victim_was_controller') else ''}) | "
+            f"broker session timeout {session:,} ms | {fo['seconds'] * 1000 / session:.2f}x the session timeout | — |",
+            f"| cluster failover, {name}, partition load on the new leader | {_ms(fo['partition_load_s_max'])} the "
+            f"slowest of {fo['partitions_moved']} partitions (median {_ms(fo['partition_load_s_median'])}) | — | — "
+            f"| — |",
+        ]
     return rows
 
 
