@@ -584,7 +584,7 @@ same size from that call, no coroutine per request; the asyncio-streams floor of
 a second row) and the **peer** (librdkafka's mock cluster, whose classic
 group coordinator is written in C, started by confluent-kafka with `test.mock.num.brokers`). The last
 column sets the server against **Apache Kafka** ({(res.get('kafka') or {}).get('version', 'not run')}, one KRaft node
-started from the jars `make kafka-deps` installs) driven the same way in the same run: the server's rate over
+started from the jars `make kafka-deps` installs; for the cluster rows, three) driven the same way in the same run: the server's rate over
 Kafka's, or Kafka's time over the server's, so above 1x the server is ahead; Kafka's own figures are the
 last rows. Absolute numbers depend on the machine; the ratios are the point. Nothing here is asserted by a
 test.
@@ -660,7 +660,8 @@ test.
   member, so a heartbeat answered NONE is the group Stable again (a refused one would make it rejoin and
   sync; the results count rejoins). Time from the kill to the last group's confirmation, checked afterwards
   with DescribeGroups (Stable, that member). The partition load time is the `seconds` of the new leaders'
-  `coordinator_partition_loaded` log events.
+  `coordinator_partition_loaded` log events. The cluster rows' "x Kafka" cells are against Apache Kafka's
+  three-node cluster (below).
 - **End to end**: a kafka-python producer ({res.get('e2e', {}).get('records', 0):,} records of 100 bytes) and
   three kafka-python consumers in one group, each its own process, through the embedded topic store; time
   from the first send to the last record consumed.
@@ -688,6 +689,26 @@ test.
   is its default, so the "defaults" pairing sets a flush per commit against none; "flush each write on
   both" and "no flush on both" compare like with like. Each Kafka load starts after a 5 s warm-up
   (unmeasured, as the server's shorter one is), for the JIT.
+- **Apache Kafka's cluster** (`benchmarks/kafka_cluster.py`, `tests/kafka/cluster.py`): three combined broker
+  and controller nodes (node ids 0-2, a static quorum of the three, 768 MiB heap each, otherwise the single
+  broker's settings), every internal topic and the commit topic at replication factor 3 and min ISR 2. A
+  broker's liveness is set to match the server's ZooKeeper session, as it is what decides how long a kill -9
+  goes unnoticed: the controller fences a broker it has not heard from in 3 s
+  (`broker.session.timeout.ms=3000`, a heartbeat every second; Kafka's defaults are 9 s and 2 s). Every
+  other setting is Kafka's default. *Replicated commits* run through the server's cluster code itself
+  (`cluster.cluster_commits`: the same frames, each committer's connection to its group's coordinator as
+  FindCoordinator names it, a first commit acknowledged before the clock runs), after the 5 s warm-up, on
+  a cluster at Kafka's defaults (no flush: a commit is acknowledged once every in-sync replica has it in
+  its page cache) and, in full runs only, on a second cluster with `log.flush.interval.messages=1`. The
+  server's cluster fsyncs each write, so the "defaults" cell pairs its fsync with Kafka's page cache, and
+  "flush each write on both" compares like with like; `make bench-quick` has the first only. *Failover*:
+  the same driver, groups and member session on the defaults cluster after its commits, kill -9 of the
+  node coordinating the most groups, Kafka's time over the server's in the cell. When the victim is also
+  the active controller (the quorum's leader, from a survivor's `quorum-state` file) Kafka elects a new
+  one first: a voter calls an election after 2 s without hearing from the leader
+  (`controller.quorum.fetch.timeout.ms`), before the dead broker can be fenced. Each moved partition's
+  load time is from the new leader's log ("Finished loading of metadata from __consumer_offsets-N ... in
+  X ms").
 - **KIP-848 consumer groups** (`benchmarks/consumer_groups.py`, in process: the core is synchronous, so its
   cost is CPU): the server-side `uniform` and `range` assignors' time for one assignment against group
   size over one topic of 10,000 partitions — fresh, and sticky after one member joins a settled group —

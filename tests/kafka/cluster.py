@@ -15,9 +15,12 @@ session is 3 s (benchmarks/cluster.py), and here the controller fences a broker 
 by default, below the timeout as it must be). Everything else is Kafka's default.
 
 Ready means every group request would be served by its coordinator with its partition fully replicated:
-FindCoordinator answers a probe group of each `__consumer_offsets` partition with no error (asking it is what
-creates the topic), every partition has a leader and all three replicas in sync, and a DescribeGroups of
-each probe group at its coordinator answers with no error (no NOT_COORDINATOR, no load in progress).
+Metadata lists all three brokers (unfenced), FindCoordinator then answers a probe group of each
+`__consumer_offsets` partition with no error, every partition has a leader and all three replicas in sync,
+and a DescribeGroups of each probe group at its coordinator answers with no error (no NOT_COORDINATOR, no
+load in progress). The first FindCoordinator creates the topic, so it waits for all three brokers: created
+while the others are still fenced, every partition would have its first replica, its leader, on the one
+unfenced node, and stay there (a preferred leader is restored only after minutes).
 
 `python -m tests.kafka.cluster [--dir D]` runs one in the foreground until interrupted. Every node dies with
 the process that started it (PR_SET_PDEATHSIG, as a single broker does).
@@ -107,15 +110,20 @@ class KafkaCluster:
         node = self.running()[0]
         return node.host, node.port
 
+    def _metadata(self) -> Any:
+        return call(self._any(), MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)],
+                                                    allow_auto_topic_creation=False), MetadataResponse)
+
     def offsets_partitions(self) -> list[Any]:
         """`__consumer_offsets`' partitions as Metadata has them (leader, ISR), [] before the topic exists."""
-        md = call(self._any(), MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)],
-                                                  allow_auto_topic_creation=False), MetadataResponse)
+        md = self._metadata()
         topic = md.topics[0] if md.topics else None
         return list(topic.partitions) if topic is not None and topic.error_code == 0 else []
 
     def not_ready(self) -> object:
         """What keeps the cluster from serving every group fully replicated, or None once nothing does."""
+        if len(brokers := self._metadata().brokers) < NODES:
+            return f"{len(brokers)} brokers unfenced"
         probes = list(probe_groups(OFFSETS_PARTITIONS))
         coordinators = find_coordinators(self._any(), probes)
         if errors := sorted({c.error_code for c in coordinators if c.error_code != 0}):
