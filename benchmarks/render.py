@@ -657,9 +657,12 @@ test.
   the node coordinating the most of them. Each member does what a consumer does: its connection drops, it
   asks FindCoordinator of a live node every 100 ms (retry.backoff.ms) until it can connect to the named
   coordinator, and heartbeats there; the new coordinator loaded the group from its replica Stable with that
-  member, so a heartbeat answered NONE is the group Stable again (a refused one would make it rejoin and
-  sync; the results count rejoins). Time from the kill to the last group's confirmation, checked afterwards
-  with DescribeGroups (Stable, that member). The partition load time is the `seconds` of the new leaders'
+  member, so the heartbeat is answered NONE (a refused one would make it rejoin and sync; the results count
+  rejoins). A NONE is then confirmed with a DescribeGroups of the group at that coordinator, repeated every
+  100 ms while it answers COORDINATOR_LOAD_IN_PROGRESS (Kafka answers heartbeats NONE while the group is
+  still loading; the results count the members that waited, `load_waits`), and the group is Stable again
+  when it is described Stable with that member. Time from the kill to the last group's confirmation, all
+  checked again afterwards with DescribeGroups. The partition load time is the `seconds` of the new leaders'
   `coordinator_partition_loaded` log events. The cluster rows' "x Kafka" cells are against Apache Kafka's
   three-node cluster (below).
 - **End to end**: a kafka-python producer ({res.get('e2e', {}).get('records', 0):,} records of 100 bytes) and
