@@ -6,6 +6,9 @@
 - **Failover**: one-member groups registered over the wire (benchmarks/failover.py), kill -9 of the node
   coordinating the most of them, and the time until every one of its groups is Stable again on its new
   coordinator; the new leaders' `coordinator_partition_loaded` log events give each partition's load time.
+
+Apache Kafka's three-node cluster runs the same commits and the same failover (benchmarks/kafka_cluster.py)
+through `cluster_commits` and `drive_failover`.
 """
 from __future__ import annotations
 
@@ -18,8 +21,9 @@ import statistics
 import subprocess
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from coordinator_server.tools.local_zookeeper import LocalZooKeeper
 
@@ -181,7 +185,13 @@ def single_node_commits(work: Path, committers: int, warmup_s: float, duration_s
         srv.stop()
 
 
-def cluster_commits(cluster: LocalCluster, committers: int, warmup_s: float, duration_s: float) -> dict[str, Any]:
+class Coordinators(Protocol):
+    """A cluster that names each group's coordinator: the server's, or Kafka's (tests/kafka/cluster.py)."""
+
+    def coordinator(self, group_id: str) -> tuple[str, int]: ...
+
+
+def cluster_commits(cluster: Coordinators, committers: int, warmup_s: float, duration_s: float) -> dict[str, Any]:
     addresses = [cluster.coordinator(f"committer-{c}") for c in range(committers)]
     for c, address in enumerate(addresses):
         _first_commit(address, f"committer-{c}")
@@ -190,8 +200,13 @@ def cluster_commits(cluster: LocalCluster, committers: int, warmup_s: float, dur
     return result
 
 
-def failover(cluster: LocalCluster, groups: int) -> dict[str, Any]:
-    driver = subprocess.Popen([PY, "-m", "benchmarks.failover", cluster.bootstrap(), str(groups),
+def drive_failover(bootstrap: str, groups: int, controller: Callable[[], int | None],
+                   kill9: Callable[[int], None]) -> tuple[dict[str, Any], float]:
+    """The failover driver's groups registered on a cluster, kill -9 of the node coordinating the most of
+    them, and the driver's result once every one of them is Stable again elsewhere, with the groups per
+    node and whether the victim was the controller (`controller()`, asked just before the kill); also the
+    time.monotonic() of the kill."""
+    driver = subprocess.Popen([PY, "-m", "benchmarks.failover", bootstrap, str(groups),
                                str(MEMBER_SESSION_MS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=ROOT)
     assert driver.stdin is not None and driver.stdout is not None and driver.stderr is not None
@@ -204,10 +219,10 @@ def failover(cluster: LocalCluster, groups: int) -> dict[str, Any]:
         for node_id in registered["groups"].values():
             per_node[node_id] = per_node.get(node_id, 0) + 1
         victim = max(per_node, key=lambda n: per_node[n])
-        controller = cluster.metadata().controller_id
+        controller_id = controller()
         time.sleep(1.0)  # every member heartbeating on its own schedule, nothing in flight from registering
         killed_at = time.monotonic()
-        cluster.nodes[victim].kill9()
+        kill9(victim)
         driver.stdin.write(f"killed {victim} {killed_at!r}\n")
         driver.stdin.flush()
         out, err = driver.communicate(timeout=300)
@@ -218,24 +233,31 @@ def failover(cluster: LocalCluster, groups: int) -> dict[str, Any]:
         if driver.poll() is None:
             driver.kill()
             driver.wait(10)
+    if result["described_stable"] != result["moved"]:
+        raise RuntimeError(f"failover: {result['moved'] - result['described_stable']} moved groups not Stable "
+                           f"with their member on the new coordinator: {result['describe_problems']}")
+    result.update(groups_per_node={str(k): v for k, v in sorted(per_node.items())},
+                  register_s=registered["register_s"],
+                  # Killing the controller too adds a controller election.
+                  victim_was_controller=victim == controller_id)
+    return result, killed_at
+
+
+def failover(cluster: LocalCluster, groups: int) -> dict[str, Any]:
+    result, killed_at = drive_failover(cluster.bootstrap(), groups, lambda: cluster.metadata().controller_id,
+                                       lambda victim: cluster.nodes[victim].kill9())
     loads = [e for n in cluster.running() for e in n.events
              if e["event"] == "coordinator_partition_loaded" and e["received_s"] > killed_at]
     elected = [e["received_s"] - killed_at for n in cluster.running() for e in n.events
                if e["event"] == "became_leader" and e["received_s"] > killed_at]
     load_s = sorted(float(e["seconds"]) for e in loads)
     result.update(
-        groups_per_node={str(k): v for k, v in sorted(per_node.items())}, register_s=registered["register_s"],
         zookeeper_session_timeout_ms=ZK_SESSION_MS, partitions_moved=len(loads),
-        # Killing the controller too adds a controller election (another ZooKeeper watch and epoch bump).
-        victim_was_controller=victim == controller,
         first_leader_s=min(elected) if elected else None, last_leader_s=max(elected) if elected else None,
         partition_load_s_max=load_s[-1] if load_s else None,
         partition_load_s_median=statistics.median(load_s) if load_s else None,
         partition_loads=[{"partition": e["partition"], "groups": e["groups"], "seconds": e["seconds"],
                           "at_s": round(e["received_s"] - killed_at, 3)} for e in loads])
-    if result["described_stable"] != result["moved"]:
-        raise RuntimeError(f"failover: {result['moved'] - result['described_stable']} moved groups not Stable "
-                           f"with their member on the new coordinator: {result['describe_problems']}")
     return result
 
 

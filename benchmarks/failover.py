@@ -14,11 +14,16 @@ dies: the connection drops (a kill -9 closes its sockets), it marks the coordina
 bootstrap node FindCoordinator every retry.backoff.ms (100 ms) until the answer names a node it can connect
 to, then heartbeats there with its member id and generation — at once, since its last heartbeat is more than
 heartbeat.interval.ms old by then. The new coordinator loaded the group from its replica of the log, Stable
-with its member and a fresh session deadline, so the heartbeat is answered NONE: the group is Stable on the
-new coordinator, with this member in it. Were the heartbeat refused (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
-REBALANCE_IN_PROGRESS) the member would rejoin and sync, and the group would count as Stable again when its
-SyncGroup is answered; the result says how many did. COORDINATOR_LOAD_IN_PROGRESS is retried after the
-backoff; NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE send the member back to FindCoordinator.
+with its member and a fresh session deadline, so the heartbeat is answered NONE. Were the heartbeat refused
+(UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS) the member would rejoin and sync; the result
+says how many did. COORDINATOR_LOAD_IN_PROGRESS is retried after the backoff; NOT_COORDINATOR and
+COORDINATOR_NOT_AVAILABLE send the member back to FindCoordinator.
+
+An answer of NONE does not prove the group loaded: Kafka answers a heartbeat NONE while the group's
+partition is still loading, as it cannot tell yet. So after the first NONE (or SyncGroup) from a new
+coordinator, the member asks that coordinator DescribeGroups of its group, every retry.backoff.ms while the
+answer is COORDINATOR_LOAD_IN_PROGRESS, and the group counts as Stable again once it is described Stable
+with this member: the moment the new coordinator serves it. The result counts the members that waited so.
 """
 from __future__ import annotations
 
@@ -100,6 +105,7 @@ class Member:
         self.rejoins = 0
         self.lookups = 0  # FindCoordinator requests after registering
         self.lost = 0  # coordinator connections lost (or coordinators gone) after registering
+        self.load_waits = 0  # DescribeGroups answered COORDINATOR_LOAD_IN_PROGRESS after a NONE
 
     async def run(self, gate: asyncio.Semaphore) -> None:
         need_join = True
@@ -117,7 +123,7 @@ class Member:
             if need_join:
                 await self._join_and_sync()
                 need_join = False
-                self._on_stable()
+                await self._on_stable()
             if heartbeat:
                 await self._heartbeat_until_error()
         except _Retry:
@@ -130,12 +136,30 @@ class Member:
             self._close_coordinator()
         return need_join
 
-    def _on_stable(self) -> None:
+    async def _on_stable(self) -> None:
         if not self.registered.is_set():
             self.first_node = self.node
             self.registered.set()
-        elif self.node != self.first_node and self.moved_at is None:
+        elif self.node != self.first_node and self.moved_at is None and await self._described_stable():
             self.moved_at = time.monotonic()
+
+    async def _described_stable(self) -> bool:
+        """Whether the coordinator describes the group Stable with this member, once it has loaded it."""
+        assert self.conn is not None
+        while True:
+            resp = await self.conn.call(DescribeGroupsRequest[5](groups=[self.group_id],
+                                                                 include_authorized_operations=False),
+                                        DescribeGroupsResponse)
+            (g,) = resp.groups
+            if g.error_code != COORDINATOR_LOAD_IN_PROGRESS:
+                break
+            self.load_waits += 1
+            await asyncio.sleep(RETRY_BACKOFF_S)
+        if g.error_code in COORDINATOR_GONE:
+            raise _CoordinatorLost
+        # Anything else short of Stable with this member: its next heartbeat's answer tells it what to do.
+        return bool(g.error_code == 0 and g.group_state == "Stable"
+                    and [m.member_id for m in g.members] == [self.member_id])
 
     def _close_coordinator(self) -> None:
         if self.conn is not None:
@@ -215,7 +239,7 @@ class Member:
                 # retry backoff (which _step waits where it applies), not a whole interval later.
                 self.last_heartbeat_s = time.monotonic() - HEARTBEAT_INTERVAL_S
                 raise
-            self._on_stable()
+            await self._on_stable()
 
 
 async def describe(members: list[Member]) -> dict[str, Any]:
@@ -279,6 +303,7 @@ async def failover(bootstrap: list[tuple[str, int]], groups: int, session_ms: in
         "p50_s": _quantile(times, 0.5), "p99_s": _quantile(times, 0.99),
         "new_coordinators": sorted({m.node for m in moved}), "rejoins": sum(m.rejoins for m in moved),
         "lookups": sum(m.lookups for m in moved), "described_stable": checked["stable"],
+        "load_waits": sum(m.load_waits > 0 for m in moved),
         "describe_problems": checked["problems"],
         # Groups of the other nodes should not notice: their coordinators kept their connections.
         "others_lost_coordinator": sum(m.lost > 0 for m in others),

@@ -202,8 +202,8 @@ def _met(ok: bool) -> str:
 
 def table(res: dict[str, Any]) -> str:
     """The results, each row with its "x Kafka" cell last (— where Kafka has no such figure)."""
-    cells = kafka_cells(res)
-    rows = _rows(res) + kafka_rows(res.get("kafka"))
+    cells = kafka_cells(res) | kafka_cluster_cells(res)
+    rows = _rows(res) + kafka_rows(res.get("kafka")) + kafka_cluster_rows(res.get("kafka_cluster"))
     lines = ["| Scenario | Figure | Baseline | Ratio | Target | x Kafka |", "|---|---|---|---|---|---|"]
     for row in rows:
         label = row.split("|")[1].strip()
@@ -274,6 +274,61 @@ def kafka_rows(k: dict[str, Any] | None) -> list[str]:
         rows.append(f"| recovery, {name}, {rec['records']:,} commits / {rec['keys']:,} keys | "
                     f"{rec['startup_s']:.1f} s start-up (empty: {rec['empty_startup_s']:.1f} s) | "
                     f"{rec['records_per_s']:,.0f} records/s | — | — |")
+    return rows
+
+
+def kafka_cluster_cells(res: dict[str, Any]) -> dict[str, str]:
+    """The server's cluster rows against Kafka's three-node cluster (benchmarks/kafka_cluster.py): replicated
+    commits at the same committers (the server's rate over Kafka's), the failover (Kafka's time over the
+    server's), so above 1 the server is ahead."""
+    cl, kc = res.get("cluster"), res.get("kafka_cluster")
+    if not cl or not kc or "error" in cl or "version" not in kc:
+        return {}
+    cells: dict[str, str] = {}
+    theirs = {(c["flush"], c["committers"]): c["rps"] for c in kc.get("commits", [])}
+    for c in cl["commits"]:
+        n = c["committers"]
+        parts = [f"{x:.2f}x {label}" for label, flush in (
+            ("defaults (server fsyncs each commit, Kafka's cluster none)", "never"),
+            ("flush each write on both", "always")) if (x := _ratio(c["cluster"]["rps"], theirs.get((flush, n))))]
+        if parts:
+            cells[f"replicated commits (3 nodes, RF 3, min ISR 2) vs single node, {n} committers"] = "; ".join(parts)
+    fo, kfo = cl["failover"], kc.get("failover")
+    if kfo and kfo["groups"] == fo["groups"] and (x := _ratio(kfo["seconds"], fo["seconds"])):
+        cells[f"cluster failover, {fo['groups']:,} groups"] = (
+            f"{x:.2f}x (Kafka {kfo['seconds']:.2f} s; 3 s to notice the kill on both)")
+    return cells
+
+
+def kafka_cluster_rows(kc: dict[str, Any] | None) -> list[str]:
+    """Kafka's own cluster figures, the baselines of the cluster rows' "x Kafka" cells."""
+    if not kc:
+        return []
+    if "version" not in kc:
+        return [f"| Apache Kafka cluster | failed: {_one_line(kc.get('error', 'no result'))} | — | — | — |"]
+    name = f"Apache Kafka {kc['version']} cluster (3 KRaft nodes, RF 3, min ISR 2)"
+    rows = [f"| {name}, {e['part']} | failed: {_one_line(e['error'])} | — | — | — |" for e in kc.get("errors", [])]
+    by_n: dict[int, dict[str, dict[str, Any]]] = {}
+    for c in kc.get("commits", []):
+        by_n.setdefault(c["committers"], {})[c["flush"]] = c
+    for n, c in sorted(by_n.items()):
+        figure = ", ".join(f"{c[f]['rps']:,.0f}/s, p50 {c[f]['p50_us']:,.0f} µs{_errors(c[f])} ({what})"
+                           for f, what in (("never", "its default: no flush"), ("always", "a flush each write"))
+                           if f in c)
+        rows.append(f"| replicated commits, {name}, {n} committers | {figure} | — | — | — |")
+    fo = kc.get("failover")
+    if fo:
+        session = fo["broker_session_timeout_ms"]
+        rows += [
+            f"| cluster failover, {name}, {fo['groups']:,} groups | {fo['seconds']:.2f} s from kill -9 to the last "
+            f"of its {fo['moved']:,} groups Stable on its new coordinator (first {fo['first_s']:.2f} s, p50 "
+            f"{fo['p50_s']:.2f} s; {fo['rejoins']} rejoins"
+            f"{'; it was also the active controller' if fo.get('victim_was_controller') else ''}) | "
+            f"broker session timeout {session:,} ms | {fo['seconds'] * 1000 / session:.2f}x the session timeout | — |",
+            f"| cluster failover, {name}, partition load on the new leader | {_ms(fo['partition_load_s_max'])} the "
+            f"slowest of {fo['partitions_moved']} partitions (median {_ms(fo['partition_load_s_median'])}) | — | — "
+            f"| — |",
+        ]
     return rows
 
 
@@ -538,7 +593,7 @@ same size from that call, no coroutine per request; the asyncio-streams floor of
 a second row) and the **peer** (librdkafka's mock cluster, whose classic
 group coordinator is written in C, started by confluent-kafka with `test.mock.num.brokers`). The last
 column sets the server against **Apache Kafka** ({(res.get('kafka') or {}).get('version', 'not run')}, one KRaft node
-started from the jars `make kafka-deps` installs) driven the same way in the same run: the server's rate over
+started from the jars `make kafka-deps` installs; for the cluster rows, three) driven the same way in the same run: the server's rate over
 Kafka's, or Kafka's time over the server's, so above 1x the server is ahead; Kafka's own figures are the
 last rows. Absolute numbers depend on the machine; the ratios are the point. Nothing here is asserted by a
 test.
@@ -611,10 +666,14 @@ test.
   the node coordinating the most of them. Each member does what a consumer does: its connection drops, it
   asks FindCoordinator of a live node every 100 ms (retry.backoff.ms) until it can connect to the named
   coordinator, and heartbeats there; the new coordinator loaded the group from its replica Stable with that
-  member, so a heartbeat answered NONE is the group Stable again (a refused one would make it rejoin and
-  sync; the results count rejoins). Time from the kill to the last group's confirmation, checked afterwards
-  with DescribeGroups (Stable, that member). The partition load time is the `seconds` of the new leaders'
-  `coordinator_partition_loaded` log events.
+  member, so the heartbeat is answered NONE (a refused one would make it rejoin and sync; the results count
+  rejoins). A NONE is then confirmed with a DescribeGroups of the group at that coordinator, repeated every
+  100 ms while it answers COORDINATOR_LOAD_IN_PROGRESS (Kafka answers heartbeats NONE while the group is
+  still loading; the results count the members that waited, `load_waits`), and the group is Stable again
+  when it is described Stable with that member. Time from the kill to the last group's confirmation, all
+  checked again afterwards with DescribeGroups. The partition load time is the `seconds` of the new leaders'
+  `coordinator_partition_loaded` log events. The cluster rows' "x Kafka" cells are against Apache Kafka's
+  three-node cluster (below).
 - **End to end**: a kafka-python producer ({res.get('e2e', {}).get('records', 0):,} records of 100 bytes) and
   three kafka-python consumers in one group, each its own process, through the embedded topic store; time
   from the first send to the last record consumed.
@@ -650,6 +709,26 @@ test.
   records/s = commits ÷ (that start-up - the same broker's start-up with nothing produced), medians of
   three each. It is set against the server's start-up before compaction: Kafka's cleaner never touches the
   active segment those commits fill, so that is the log both load.
+- **Apache Kafka's cluster** (`benchmarks/kafka_cluster.py`, `tests/kafka/cluster.py`): three combined broker
+  and controller nodes (node ids 0-2, a static quorum of the three, 768 MiB heap each, otherwise the single
+  broker's settings), every internal topic and the commit topic at replication factor 3 and min ISR 2. A
+  broker's liveness is set to match the server's ZooKeeper session, as it is what decides how long a kill -9
+  goes unnoticed: the controller fences a broker it has not heard from in 3 s
+  (`broker.session.timeout.ms=3000`, a heartbeat every second; Kafka's defaults are 9 s and 2 s). Every
+  other setting is Kafka's default. *Replicated commits* run through the server's cluster code itself
+  (`cluster.cluster_commits`: the same frames, each committer's connection to its group's coordinator as
+  FindCoordinator names it, a first commit acknowledged before the clock runs), after the 5 s warm-up, on
+  a cluster at Kafka's defaults (no flush: a commit is acknowledged once every in-sync replica has it in
+  its page cache) and, in full runs only, on a second cluster with `log.flush.interval.messages=1`. The
+  server's cluster fsyncs each write, so the "defaults" cell pairs its fsync with Kafka's page cache, and
+  "flush each write on both" compares like with like; `make bench-quick` has the first only. *Failover*:
+  the same driver, groups and member session on the defaults cluster after its commits, kill -9 of the
+  node coordinating the most groups, Kafka's time over the server's in the cell. When the victim is also
+  the active controller (the quorum's leader, from a survivor's `quorum-state` file) Kafka elects a new
+  one first: a voter calls an election after 2 s without hearing from the leader
+  (`controller.quorum.fetch.timeout.ms`), before the dead broker can be fenced. Each moved partition's
+  load time is from the new leader's log ("Finished loading of metadata from __consumer_offsets-N ... in
+  X ms").
 - **KIP-848 consumer groups** (`benchmarks/consumer_groups.py`, in process: the core is synchronous, so its
   cost is CPU): the server-side `uniform` and `range` assignors' time for one assignment against group
   size over one topic of 10,000 partitions — fresh, and sticky after one member joins a settled group —

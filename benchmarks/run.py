@@ -25,12 +25,14 @@ from typing import Any
 
 from coordinator_server.cli import configure_logging
 
-from . import cluster, consumer_groups, kafka_peer, pipeline, render, scenarios
+from . import cluster, consumer_groups, kafka_cluster, kafka_peer, pipeline, render, scenarios
 from .procs import ROOT
 
-SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "consumer", "cluster", "pipeline", "kafka"]
+SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "consumer", "cluster", "pipeline", "kafka",
+             "kafka-cluster"]
 # The results a scenario writes besides the one of its own name (what `--merge-into` replaces).
-RESULT_KEYS = {"commits": ("commits", "offset_fetches", "commit_floor", "durable_floor")}
+RESULT_KEYS = {"commits": ("commits", "offset_fetches", "commit_floor", "durable_floor"),
+               "kafka-cluster": ("kafka_cluster",)}
 
 
 def machine() -> dict[str, Any]:
@@ -132,6 +134,18 @@ def run(quick: bool, only: list[str], profile: bool, recovery_records: int | Non
             print("[bench] kafka skipped: no Kafka jars in build/kafka/lib (`make kafka-deps`)", file=sys.stderr,
                   flush=True)
         _done("kafka", timings)
+    if step("kafka-cluster"):
+        if kafka_peer.available():
+            # kafka_cluster.run records a failed part as an error; this catches anything else.
+            try:
+                res["kafka_cluster"] = kafka_cluster.run(scale, work)
+            except Exception as e:
+                print(f"[bench] kafka-cluster failed: {e!r}", file=sys.stderr, flush=True)
+                res["kafka_cluster"] = {"error": repr(e)[-2000:]}
+        else:
+            print("[bench] kafka-cluster skipped: no Kafka jars in build/kafka/lib (`make kafka-deps`)",
+                  file=sys.stderr, flush=True)
+        _done("kafka-cluster", timings)
     if profile and not quick:
         res["profiles"] = profiles(scale, work, empty["rss_bytes"])
     res["scenario_seconds"] = timings

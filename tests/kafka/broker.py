@@ -11,6 +11,9 @@ until the group's partition of it is loaded. So `start` returns only once a Find
 answers with no error and a DescribeGroups of one probe group per partition of `__consumer_offsets` answers
 every group with no error. The JVM is sized for a 2-core machine shared with other work.
 
+A node of a three-node cluster (tests/kafka/cluster.py) is a KafkaBroker too, given its node id and the
+static quorum's voters; the cluster formats and launches its nodes, then waits until all are ready.
+
 `python -m tests.kafka.broker [--port P] [--controller-port C] [--dir D]` runs one in the foreground
 (`make kafka`) until interrupted. A broker started here dies with the process that started it
 (PR_SET_PDEATHSIG), so a test run killed without its teardown leaves no JVM behind.
@@ -33,6 +36,7 @@ import time
 import uuid
 import warnings
 from pathlib import Path
+from typing import Any
 
 with warnings.catch_warnings():
     # kafka-python 3.0.12 loads its schemas with deprecated importlib.resources calls on first import.
@@ -51,7 +55,6 @@ OFFSETS_PARTITIONS = 50  # Kafka's default, and the server's
 # first rebalance of a classic group is not delayed, as the server is run in the differential tests.
 BROKER_SETTINGS = {
     "process.roles": "broker,controller",
-    "node.id": "1",
     "inter.broker.listener.name": "PLAINTEXT",
     "controller.listener.names": "CONTROLLER",
     "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -120,9 +123,13 @@ def _die_with_parent() -> None:
 
 class KafkaBroker:
     def __init__(self, work_dir: Path, *, port: int = 0, controller_port: int = 0, heap: str = "1g",
-                 lib_dir: Path = LIB_DIR, host: str = "127.0.0.1", settings: dict[str, str] | None = None) -> None:
+                 lib_dir: Path = LIB_DIR, host: str = "127.0.0.1", settings: dict[str, str] | None = None,
+                 node_id: int = 1, voters: str | None = None) -> None:
         self.work_dir = Path(work_dir)
         self.settings = {**BROKER_SETTINGS, **(settings or {})}  # e.g. the bench's flush per write
+        self.node_id = node_id
+        # A cluster's static quorum (`id@host:port,...`); None: this node alone, a dynamic quorum of one.
+        self.voters = voters
         self.host = host
         self.port = port or free_port(host)
         self.controller_port = controller_port or free_port(host)
@@ -144,16 +151,18 @@ class KafkaBroker:
                 f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
                 "-cp", f"{self.lib_dir}/*", *args]
 
-    def _write_config(self, fresh: bool) -> Path:
+    def _write_config(self) -> Path:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         log_dir = self.work_dir / "log"
-        if fresh:
-            shutil.rmtree(log_dir, ignore_errors=True)
+        shutil.rmtree(log_dir, ignore_errors=True)
+        quorum = ({"controller.quorum.voters": self.voters} if self.voters else
+                  {"controller.quorum.bootstrap.servers": f"{self.host}:{self.controller_port}"})
         settings = {
             **self.settings,
+            "node.id": str(self.node_id),
             "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
-            "controller.quorum.bootstrap.servers": f"{self.host}:{self.controller_port}",
+            **quorum,
             "log.dirs": str(log_dir),
         }
         path = self.work_dir / "server.properties"
@@ -166,16 +175,9 @@ class KafkaBroker:
         log dir of the last run, which it then loads; `started_s` is how long either took."""
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         began = time.monotonic()
-        config = self._write_config(fresh)
-        with open(self.log_path, "ab") as log:
-            if fresh:
-                # A single controller forms its own quorum (a dynamic one of one voter): --standalone.
-                subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", random_cluster_id(),
-                                          "-c", str(config), "--standalone"),
-                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, check=True,
-                               timeout=120)
-            self.proc = subprocess.Popen(self._java("kafka.Kafka", str(config)), stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        if fresh:
+            self.format(random_cluster_id()).wait()
+        self.launch()
         try:
             self._wait_ready(began + timeout_s)
         except BaseException:
@@ -183,6 +185,25 @@ class KafkaBroker:
             raise
         self.started_s = time.monotonic() - began
         return self
+
+    def format(self, cluster_id: str) -> _Formatting:
+        """Write the config and format a fresh log dir (a JVM of its own: a cluster formats its nodes at once)."""
+        assert self.proc is None or self.proc.poll() is not None, "broker already running"
+        config = self._write_config()
+        # A single controller forms its own quorum (a dynamic one of one voter): --standalone. A static
+        # quorum's voters are in the config.
+        standalone = [] if self.voters else ["--standalone"]
+        with open(self.log_path, "ab") as log:
+            return _Formatting(subprocess.Popen(
+                self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config), *standalone),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent))
+
+    def launch(self) -> None:
+        """Start the formatted node; `start` (or the cluster) waits until it is ready."""
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self._java("kafka.Kafka", str(self.work_dir / "server.properties")),
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         preexec_fn=_die_with_parent)
 
     def _wait_ready(self, deadline: float) -> None:
         error: object = "not listening"
@@ -203,25 +224,12 @@ class KafkaBroker:
 
     def find_coordinator_error(self, group_id: str) -> int:
         """The error code of a FindCoordinator for one group (0 once the offsets topic is served)."""
-        request = FindCoordinatorRequest[FIND_COORDINATOR_VERSION](key_type=0, coordinator_keys=[group_id])
-        request.with_header(correlation_id=1, client_id="kafka-beside")
-        with socket.create_connection((self.host, self.port), timeout=5.0) as sock:
-            sock.sendall(request.encode(header=True, framed=True))
-            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-            response = FindCoordinatorResponse.decode(_recv_exactly(sock, size), version=FIND_COORDINATOR_VERSION,
-                                                      header=True)
-        return int(response.coordinators[0].error_code)
+        return int(find_coordinators((self.host, self.port), [group_id])[0].error_code)
 
     def unloaded_partitions(self) -> list[int]:
         """The partitions of `__consumer_offsets` whose probe group a DescribeGroups answers with an error."""
-        probes = _probe_groups(OFFSETS_PARTITIONS)
-        request = DescribeGroupsRequest[5](groups=list(probes), include_authorized_operations=False)
-        request.with_header(correlation_id=2, client_id="kafka-beside")
-        with socket.create_connection((self.host, self.port), timeout=5.0) as sock:
-            sock.sendall(request.encode(header=True, framed=True))
-            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-            response = DescribeGroupsResponse.decode(_recv_exactly(sock, size), version=5, header=True)
-        return sorted(probes[g.group_id] for g in response.groups if g.error_code != 0)
+        probes = probe_groups(OFFSETS_PARTITIONS)
+        return sorted(probes[g] for g in describe_errors((self.host, self.port), list(probes)))
 
     def log_tail(self, lines: int = 40) -> str:
         with contextlib.suppress(OSError):
@@ -244,6 +252,43 @@ class KafkaBroker:
             self.proc.wait(10)
 
 
+class _Formatting:
+    """A running `StorageTool format`: `wait` raises if it failed, as `subprocess.run(check=True)` would."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    def wait(self, timeout_s: float = 120.0) -> None:
+        try:
+            code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        if code != 0:
+            raise subprocess.CalledProcessError(code, self.proc.args)
+
+
+def call(address: tuple[str, int], request: Any, response_cls: Any, timeout_s: float = 5.0) -> Any:
+    """One request on a connection of its own, its response decoded."""
+    request.with_header(correlation_id=1, client_id="kafka-beside")
+    with socket.create_connection(address, timeout=timeout_s) as sock:
+        sock.sendall(request.encode(header=True, framed=True))
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        return response_cls.decode(_recv_exactly(sock, size), version=request.API_VERSION, header=True)
+
+
+def find_coordinators(address: tuple[str, int], group_ids: list[str]) -> list[Any]:
+    """A batched FindCoordinator of these groups at one node: its `coordinators` (node, host, port, error)."""
+    request = FindCoordinatorRequest[FIND_COORDINATOR_VERSION](key_type=0, coordinator_keys=group_ids)
+    return list(call(address, request, FindCoordinatorResponse).coordinators)
+
+
+def describe_errors(address: tuple[str, int], group_ids: list[str]) -> list[str]:
+    """The groups a DescribeGroups at one node answers with an error (NOT_COORDINATOR, a load in progress)."""
+    request = DescribeGroupsRequest[5](groups=group_ids, include_authorized_operations=False)
+    return [g.group_id for g in call(address, request, DescribeGroupsResponse).groups if g.error_code != 0]
+
+
 def _java_string_hash(text: str) -> int:
     h = 0
     for unit in text.encode("utf-16-be").hex(" ", 2).split():
@@ -264,7 +309,7 @@ def probe_group_for(group_id: str, partitions: int = OFFSETS_PARTITIONS) -> str:
     return next(g for i in range(100_000) if offsets_partition(g := f"probe-{i}-{group_id}", partitions) == target)
 
 
-def _probe_groups(partitions: int) -> dict[str, int]:
+def probe_groups(partitions: int) -> dict[str, int]:
     """One group id for each partition of `__consumer_offsets`."""
     probes: dict[str, int] = {}
     covered: set[int] = set()
