@@ -80,7 +80,7 @@ def create_topic(kafka: KafkaBroker) -> None:
         deadline = time.monotonic() + TOPIC_TIMEOUT_S
         while True:
             described = admin.describe_topics([TOPIC])[0]
-            led = [p for p in described.get("partitions") or [] if p.get("leader", -1) >= 0]
+            led = [p for p in described.get("partitions") or [] if p.get("leader_id", -1) >= 0]
             if len(led) == PARTITIONS:
                 return
             if time.monotonic() > deadline:
