@@ -718,7 +718,7 @@ test.
   heartbeat rows; only error-0 answers count, and the CPU of the server's or broker's process per answer.
   The server is started fresh for each size, at its defaults otherwise (so fsync always for the group's
   records; Kafka does not flush); Kafka is one broker for the scenario, a new group per size; the two
-  alternate size by size, and an unmeasured 50-member group converges first on each fresh server and once
+  alternate size by size, and an unmeasured 200-member group converges first on each fresh server and once
   on the broker. Kafka's broker computes a consumer group's target assignment on the heartbeat that needs
   it, on the coordinator's thread (`group.consumer.assignment.interval.ms=0`,
   `group.consumer.assignor.offload.enable=false` in `tests/kafka/broker.py`), as the server does: kept here,
