@@ -5,7 +5,8 @@ consumer-protocol member behaves, then the heartbeat load on the group they form
 
 The spec (JSON): host, port, pid (the process whose CPU is sampled), members, topic, partitions (the topic's
 count), assignor, cutoff_s, and steady (null to skip the load phase, else warmup_s, duration_s,
-connections). Prints one JSON object.
+connections), session_timeout_ms (the coordinator's, to tell a zombie's overlap from a violation). Prints
+one JSON object.
 
 One connection per member, as each consumer holds its own connection to its coordinator; they are opened (and
 answered an ApiVersions) in waves of 256 before the clock starts, so the accept backlog never overflows
@@ -21,8 +22,9 @@ Converged: every member at the same epoch (the last one any answer gave, so the 
 joined), each one's owned set acknowledged, every partition of the topic owned by exactly one member. That
 moment (the answer that completed it) is confirmed with a ConsumerGroupDescribe: the group's epoch and
 assignment epoch equal to it, every member at it with its assignment equal to its target. Overlap (a
-partition in two members' owned sets at once, which KIP-848's revoke-before-assign forbids) is counted on
-every change, and the worst moment recorded.
+partition in two members' owned sets at once) is counted on every change, and the worst moment recorded; apart,
+the overlaps KIP-848's revoke-before-assign forbids: those given while an earlier holder's session was
+certainly alive (see Group.live_overlaps).
 
 The load phase: the members stop heartbeating, and the load generator (benchmarks/loadgen.py, its own process)
 cycles one pre-encoded steady heartbeat of each member (its epoch, every other field null) through 32
@@ -68,25 +70,37 @@ class Member:
         self.owned: hb.Partitions = {}
         self.reported: hb.Partitions | None = None  # the owned set the coordinator last answered with no error
         self.interval_s = 1.0
+        # When the last request answered with no error was sent: the coordinator refreshed the member's
+        # session no earlier, so it cannot have expired it before this plus the session timeout.
+        self.refreshed_at = 0.0
 
 
 class Group:
     """What every member holds, kept up to date on each answer: the driver's view of the group."""
 
-    def __init__(self, group_id: str, members: list[Member], partitions: int) -> None:
+    def __init__(self, group_id: str, members: list[Member], partitions: int, session_s: float) -> None:
         self.group_id = group_id
         self.members = members
         self.partitions = partitions
-        self.owners: Counter[tuple[bytes, int]] = Counter()
+        self.session_s = session_s
+        self.owners: dict[tuple[bytes, int], set[Member]] = {}
         self.overlapping = 0  # partitions in more than one member's owned set
         self.worst_overlap = 0
         self.worst_overlap_at_s: float | None = None
+        # Of those, the ones given to a member while an earlier holder's session was certainly alive (it had
+        # not acknowledged their revocation): what revoke-before-assign forbids. The others were held by a
+        # member whose session the coordinator may have expired, which frees its partitions at once (it
+        # learns so on its next answer, UNKNOWN_MEMBER_ID): a zombie's, as with any Kafka consumer.
+        self.live_overlaps: set[tuple[bytes, int]] = set()
+        self.worst_live_overlap = 0
+        self.worst_live_overlap_at_s: float | None = None
+        self.max_latency_s = 0.0  # the longest a request waited for its answer
         self.max_epoch = 0
         self.started = 0.0
         self.changed = asyncio.Event()
         self.last_change_at = 0.0
         self.heartbeats = 0
-        self.rejoins = 0
+        self.rejoins: Counter[int] = Counter()  # by the error that made the member rejoin
         self.errors: Counter[int] = Counter()
         self.first_messages: dict[int, str | None] = {}
         self.joined = 0  # members answered their first join
@@ -97,24 +111,33 @@ class Group:
 
     def take(self, member: Member, owned: hb.Partitions) -> None:
         """The member now holds `owned`: what it released and what it took, for the overlap count."""
+        now = time.perf_counter()
         for topic_id, partitions in member.owned.items():
             for p in partitions - owned.get(topic_id, frozenset()):
                 key = (topic_id, p)
-                self.owners[key] -= 1
-                if self.owners[key] == 1:
+                holders = self.owners[key]
+                holders.discard(member)
+                if len(holders) == 1:
                     self.overlapping -= 1
-                elif self.owners[key] == 0:
+                    self.live_overlaps.discard(key)
+                elif not holders:
                     del self.owners[key]
         for topic_id, partitions in owned.items():
             for p in partitions - member.owned.get(topic_id, frozenset()):
                 key = (topic_id, p)
-                self.owners[key] += 1
-                if self.owners[key] == 2:
+                holders = self.owners.setdefault(key, set())
+                if len(holders) == 1:
                     self.overlapping += 1
+                if holders and any(now < h.refreshed_at + self.session_s for h in holders):
+                    self.live_overlaps.add(key)
+                holders.add(member)
         member.owned = owned
         if self.overlapping > self.worst_overlap:
             self.worst_overlap = self.overlapping
-            self.worst_overlap_at_s = time.perf_counter() - self.started
+            self.worst_overlap_at_s = now - self.started
+        if len(self.live_overlaps) > self.worst_live_overlap:
+            self.worst_live_overlap = len(self.live_overlaps)
+            self.worst_live_overlap_at_s = now - self.started
         if self.first_covered_at is None and len(self.owners) == self.partitions:
             self.first_covered_at = time.perf_counter()
 
@@ -138,8 +161,11 @@ async def run_member(group: Group, m: Member, topic: str, assignor: str, first: 
     frame, sent_owned = first, {}  # the join, built before the clock started
     while True:
         group.heartbeats += 1
+        sent_at = time.perf_counter()
         answer = hb.read_answer(await m.conn.call_raw(frame))
+        group.max_latency_s = max(group.max_latency_s, time.perf_counter() - sent_at)
         if answer.error_code == 0:
+            m.refreshed_at = sent_at
             if m.epoch == 0:
                 group.joined += 1
                 if group.joined == len(group.members):
@@ -158,7 +184,7 @@ async def run_member(group: Group, m: Member, topic: str, assignor: str, first: 
             if changed:
                 group.note_change()
         elif answer.error_code in (hb.FENCED_MEMBER_EPOCH, hb.UNKNOWN_MEMBER_ID):
-            group.rejoins += 1
+            group.rejoins[answer.error_code] += 1
             if m.epoch:
                 group.joined -= 1
             group.take(m, {})
@@ -210,7 +236,7 @@ async def converge(spec: dict[str, Any], cpu: _CpuSampler) -> tuple[dict[str, An
     host, port, n = spec["host"], spec["port"], spec["members"]
     conns = await connect(host, port, n)
     members = [Member(c, member_id()) for c in conns]
-    group = Group(f"consumer-wire-{n}-{time.time_ns()}", members, spec["partitions"])
+    group = Group(f"consumer-wire-{n}-{time.time_ns()}", members, spec["partitions"], spec["session_timeout_ms"] / 1000)
     firsts = [hb.join_frame(group.group_id, m.member_id, spec["topic"], spec["assignor"], REBALANCE_TIMEOUT_MS,
                             m.conn.correlation + 1) for m in members]
     for m in members:
@@ -248,18 +274,22 @@ async def converge(spec: dict[str, Any], cpu: _CpuSampler) -> tuple[dict[str, An
     out.update(
         converged=converged_at is not None, seconds=(converged_at - started) if converged_at else None,
         cutoff_s=spec["cutoff_s"], started_monotonic_s=started, epoch=group.max_epoch,
-        heartbeat_interval_ms=group.interval_ms, heartbeats=group.heartbeats, rejoins=group.rejoins,
+        heartbeat_interval_ms=group.interval_ms, heartbeats=group.heartbeats,
+        rejoins=sum(group.rejoins.values()), rejoins_by_error={str(k): v for k, v in group.rejoins.items()},
+        max_latency_s=group.max_latency_s,
         errors={str(k): v for k, v in group.errors.items()},
         error_messages={str(k): v for k, v in group.first_messages.items()},
         all_joined_s=group.all_joined_at - started if group.all_joined_at else None,
         first_covered_s=group.first_covered_at - started if group.first_covered_at else None,
         worst_overlap=group.worst_overlap, worst_overlap_at_s=group.worst_overlap_at_s,
+        worst_live_overlap=group.worst_live_overlap, worst_live_overlap_at_s=group.worst_live_overlap_at_s,
         driver_cpu_s=(cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime))
     await asyncio.sleep(0.03)  # a CPU sample past the window's end
     out["server_cpu_s"] = cpu.between(started, end)
     if converged_at is None:
         # Short of convergence at the cut-off: the driver's count, and the coordinator's if it answers.
         out.update(holding=group.holding(), owned_partitions=len(group.owners), overlapping=group.overlapping,
+                   live_overlapping=len(group.live_overlaps),
                    joined=group.joined)
         try:
             out["describe"] = await asyncio.wait_for(describe(host, port, group.group_id), DESCRIBE_TIMEOUT_S)

@@ -28,10 +28,13 @@ TOPIC = "consumer-wire"
 PARTITIONS = 1_000
 ASSIGNOR = "uniform"  # served by both under this name, and each one's default
 HEARTBEAT_INTERVAL_MS = 1_000
+SESSION_TIMEOUT_MS = 45_000  # each one's default, set anyway: the driver tells a zombie's overlap by it
 SERVER_FLAGS = {"topic": f"{TOPIC}:{PARTITIONS}", "group_consumer_heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS,
-                "group_consumer_min_heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS}
+                "group_consumer_min_heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS,
+                "group_consumer_session_timeout_ms": SESSION_TIMEOUT_MS}
 KAFKA_SETTINGS = {"group.consumer.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS),
-                  "group.consumer.min.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS)}
+                  "group.consumer.min.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS),
+                  "group.consumer.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
 WARMUP_MEMBERS = 200  # as many as the first size, so the first measured group is not the one that warms Kafka's JIT
 TOPIC_TIMEOUT_S = 60.0
 
@@ -47,7 +50,7 @@ def cutoff_s(scale: scenarios.Scale) -> float:
 def drive(pid: int, host: str, port: int, members: int, cutoff: float,
           steady: dict[str, Any] | None) -> dict[str, Any]:
     spec = {"host": host, "port": port, "pid": pid, "members": members, "topic": TOPIC, "partitions": PARTITIONS,
-            "assignor": ASSIGNOR, "cutoff_s": cutoff, "steady": steady}
+            "assignor": ASSIGNOR, "cutoff_s": cutoff, "steady": steady, "session_timeout_ms": SESSION_TIMEOUT_MS}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp, "spec.json")
         path.write_text(json.dumps(spec))
@@ -92,7 +95,8 @@ def create_topic(kafka: KafkaBroker) -> None:
 
 def run(scale: scenarios.Scale, work: Path) -> dict[str, Any]:
     res: dict[str, Any] = {"topic_partitions": PARTITIONS, "assignor": ASSIGNOR,
-                           "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS, "cutoff_s": cutoff_s(scale),
+                           "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS, "session_timeout_ms": SESSION_TIMEOUT_MS,
+                           "cutoff_s": cutoff_s(scale),
                            "sizes": sizes(scale), "server": [], "kafka": [], "errors": []}
 
     def part(name: str, fn: Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:

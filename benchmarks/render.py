@@ -433,8 +433,12 @@ def consumer_wire_rows(cw: dict[str, Any] | None) -> list[str]:
     kafka = {k["members"]: k for k in cw.get("kafka", [])}
 
     def converged(r: dict[str, Any]) -> str:
-        tail = (f"epoch {r['epoch']:,}, {r['rejoins']:,} rejoins, worst overlap {r['worst_overlap']} "
-                f"partitions{_cpu_s(r)}")
+        tail = f"epoch {r['epoch']:,}, {r['rejoins']:,} rejoins, worst overlap {r['worst_overlap']} partitions"
+        if r["worst_overlap"] and r.get("worst_live_overlap") is not None:
+            tail += f" ({r['worst_live_overlap']} while the earlier holder's session was alive)"
+        if (latency := r.get("max_latency_s")) is not None and latency >= 1:
+            tail += f", slowest answer {latency:.1f} s"
+        tail += _cpu_s(r)
         if r["converged"]:
             return f"{r['seconds']:.1f} s ({tail})"
         d = r.get("describe") or {}
