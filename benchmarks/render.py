@@ -707,7 +707,8 @@ test.
   member id, the subscription, `uniform` named as the server-side assignor, which both serve under that name)
   and does what the Java client's member does: it heartbeats with its epoch at the interval the answer gives
   (1 s: `--group-consumer-heartbeat-interval-ms` and `--group-consumer-min-heartbeat-interval-ms` on the
-  server, `group.consumer.heartbeat.interval.ms` and its minimum on Kafka; sessions at both's default 45 s),
+  server, `group.consumer.heartbeat.interval.ms` and its minimum on Kafka; sessions of 45 s, both's default,
+  set on both),
   sending only what changed since its last heartbeat; an assignment is reconciled at once (revoked
   partitions released, their processing taken as done, new ones taken) and the new owned set acknowledged
   on a heartbeat sent right away; fenced or unknown, the member releases everything and rejoins with epoch
@@ -716,7 +717,11 @@ test.
   member, confirmed with a ConsumerGroupDescribe (group epoch and assignment epoch equal to it, each
   member's assignment equal to its target). The cut-off is 120 s (30 s for `--quick`); a group short of it
   shows how many members held their target then. A partition in two members' owned sets at once is counted
-  on every change; the row gives the worst moment's count. *Steady heartbeats*: the members stop, and the
+  on every change; the row gives the worst moment's count, and apart the ones revoke-before-assign
+  forbids: given to a member while an earlier holder's session was certainly alive (its last request
+  answered with no error was sent less than a session timeout before). The others were held by a member the
+  coordinator may have expired, which frees its partitions at once while the member learns so only from its
+  next answer (UNKNOWN_MEMBER_ID), as any consumer's would. *Steady heartbeats*: the members stop, and the
   load generator cycles one steady heartbeat per member (its epoch, every other field null, as the client
   sends it when nothing changed) through 32 connections, one request in flight each, as for the classic
   heartbeat rows; only error-0 answers count, and the CPU of the server's or broker's process per answer.
