@@ -208,6 +208,7 @@ def table(res: dict[str, Any]) -> str:
     for row in rows:
         label = row.split("|")[1].strip()
         lines.append(f"{row} {cells.get(label, '—')} |")
+    lines += consumer_wire_rows(res.get("consumer_wire"))
     return "\n".join(lines)
 
 
@@ -485,6 +486,63 @@ def consumer_rows(cg: dict[str, Any] | None) -> list[str]:
     return rows
 
 
+def consumer_wire_rows(cw: dict[str, Any] | None) -> list[str]:
+    """KIP-848 members over the wire (benchmarks/consumer_wire.py), the server's rows with their "x Kafka"
+    cell (Kafka's time over the server's, the server's rate over Kafka's), then Kafka's own. A group that
+    did not converge by the cut-off shows what it reached; against a converged Kafka its cell is a bound."""
+    if not cw:
+        return []
+    label = f"KIP-848 over the wire, {cw['topic_partitions']:,} partitions"
+    rows = [f"| {label}, {e['part']} | failed: {_one_line(e['error'])} | — | — | — | — |" for e in cw.get("errors", [])]
+    kafka = {k["members"]: k for k in cw.get("kafka", [])}
+
+    def converged(r: dict[str, Any]) -> str:
+        tail = f"epoch {r['epoch']:,}, {r['rejoins']:,} rejoins, worst overlap {r['worst_overlap']} partitions"
+        if r["worst_overlap"] and r.get("worst_live_overlap") is not None:
+            tail += f" ({r['worst_live_overlap']} while the earlier holder's session was alive)"
+        if (latency := r.get("max_latency_s")) is not None and latency >= 1:
+            tail += f", slowest answer {latency:.1f} s"
+        tail += _cpu_s(r)
+        if r["converged"]:
+            return f"{r['seconds']:.1f} s ({tail})"
+        d = r.get("describe") or {}
+        holding, whose = ((d["holding_target"], "the coordinator's count") if "holding_target" in d
+                          else (r["holding"], "the driver's count"))
+        return (f"did not converge in {r['cutoff_s']:.0f} s: {holding:,} of {r['members']:,} members hold their "
+                f"target ({whose}; {r.get('joined', 0):,} joined; {tail})")
+
+    def steady(r: dict[str, Any]) -> str:
+        h = r.get("steady")
+        if not h:
+            return "— (no steady phase: the group did not converge)"
+        cpu = h.get("server_cpu_us_per_ok")
+        return (f"{h['ok_rps']:,.0f}/s error-0, p50 {h['p50_us']:.0f} µs, p99 {h['p99_us']:.0f} µs"
+                f"{f', {cpu:.0f} µs CPU each' if cpu is not None else ''}")
+
+    for r in cw.get("server", []):
+        n, k = r["members"], kafka.get(r["members"])
+        x_converge = x_steady = "—"
+        if k and k["converged"]:
+            if r["converged"] and (x := _ratio(k["seconds"], r["seconds"])):
+                x_converge = f"{x:.2f}x"
+            elif not r["converged"]:
+                x_converge = f"< {k['seconds'] / r['cutoff_s']:.2f}x (cut off)"
+        if k and k.get("steady") and r.get("steady") and (x := _ratio(r["steady"]["ok_rps"], k["steady"]["ok_rps"])):
+            x_steady = f"{x:.2f}x"
+        rows.append(f"| {label}, convergence, {n:,} members | {converged(r)} | — | — | — | {x_converge} |")
+        rows.append(f"| {label}, steady heartbeats, {n:,} members | {steady(r)} | — | — | — | {x_steady} |")
+    name = f"Apache Kafka {cw.get('kafka_version', '')}"
+    for k in cw.get("kafka", []):
+        rows.append(f"| {label}, {name}, convergence, {k['members']:,} members | {converged(k)} | — | — | — | — |")
+        rows.append(f"| {label}, {name}, steady heartbeats, {k['members']:,} members | {steady(k)} | — | — | — | — |")
+    return rows
+
+
+def _cpu_s(run: dict[str, Any]) -> str:
+    cpu = run.get("server_cpu_s")
+    return f", {cpu:.1f} s CPU" if cpu is not None else ""
+
+
 def _ms(s: float | None) -> str:
     return "—" if s is None else f"{s * 1000:,.0f} ms"
 
@@ -737,6 +795,41 @@ test.
   Convergence: a Stable group of 5,000 members (built from the records a coordinator writes) gets a
   5,001st; every member then heartbeats once per round with what it owns until the group is Stable again
   with every partition owned: the rounds (one heartbeat interval each, 5 s by default) and the core's CPU.
+- **KIP-848 over the wire** (`benchmarks/consumer_members.py`, run by `benchmarks/consumer_wire.py`): one
+  group of 200, 1,000 and 5,000 consumer-protocol members (200 and 1,000 for `--quick`) subscribed to one
+  topic of 1,000 partitions, ConsumerGroupHeartbeat v1 built and read by hand. One connection per member, as
+  each consumer has its own to its coordinator, opened (and answered an ApiVersions) in waves of 256 before
+  the clock starts, so the accept backlog never overflows. Every member then joins at once (epoch 0, its own
+  member id, the subscription, `uniform` named as the server-side assignor, which both serve under that name)
+  and does what the Java client's member does: it heartbeats with its epoch at the interval the answer gives
+  (1 s: `--group-consumer-heartbeat-interval-ms` and `--group-consumer-min-heartbeat-interval-ms` on the
+  server, `group.consumer.heartbeat.interval.ms` and its minimum on Kafka; sessions of 45 s, both's default,
+  set on both),
+  sending only what changed since its last heartbeat; an assignment is reconciled at once (revoked
+  partitions released, their processing taken as done, new ones taken) and the new owned set acknowledged
+  on a heartbeat sent right away; fenced or unknown, the member releases everything and rejoins with epoch
+  0 (the rows count rejoins). *Convergence*: the time from the first join to the answer after which every
+  member is at the group's epoch with its owned set acknowledged and every partition owned by exactly one
+  member, confirmed with a ConsumerGroupDescribe (group epoch and assignment epoch equal to it, each
+  member's assignment equal to its target). The cut-off is 120 s (30 s for `--quick`); a group short of it
+  shows how many members held their target then. A partition in two members' owned sets at once is counted
+  on every change; the row gives the worst moment's count, and apart the ones revoke-before-assign
+  forbids: given to a member while an earlier holder's session was certainly alive (its last request
+  answered with no error was sent less than a session timeout before). The others were held by a member the
+  coordinator may have expired, which frees its partitions at once while the member learns so only from its
+  next answer (UNKNOWN_MEMBER_ID), as any consumer's would. *Steady heartbeats*: the members stop, and the
+  load generator cycles one steady heartbeat per member (its epoch, every other field null, as the client
+  sends it when nothing changed) through 32 connections, one request in flight each, as for the classic
+  heartbeat rows; only error-0 answers count, and the CPU of the server's or broker's process per answer.
+  The server is started fresh for each size, at its defaults otherwise (so fsync always for the group's
+  records; Kafka does not flush); Kafka is one broker for the scenario, a new group per size; the two
+  alternate size by size, and an unmeasured 200-member group converges first on each fresh server and once
+  on the broker. Kafka's broker computes a consumer group's target assignment on the heartbeat that needs
+  it, on the coordinator's thread (`group.consumer.assignment.interval.ms=0`,
+  `group.consumer.assignor.offload.enable=false` in `tests/kafka/broker.py`), as the server does: kept here,
+  so that both do the same work per join. At its defaults Kafka 4.4 computes it at most once a second, off
+  that thread, so a burst of joins shares one computation: another design than the server's, not measured
+  here.
 
 {findings}
 """)

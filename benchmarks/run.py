@@ -25,14 +25,14 @@ from typing import Any
 
 from coordinator_server.cli import configure_logging
 
-from . import cluster, consumer_groups, kafka_cluster, kafka_peer, pipeline, render, scenarios
+from . import cluster, consumer_groups, consumer_wire, kafka_cluster, kafka_peer, pipeline, render, scenarios
 from .procs import ROOT
 
-SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "consumer", "cluster", "pipeline", "kafka",
-             "kafka-cluster"]
+SCENARIOS = ["heartbeat", "rebalance", "commits", "recovery", "e2e", "consumer", "consumer-wire", "cluster", "pipeline",
+             "kafka", "kafka-cluster"]
 # The results a scenario writes besides the one of its own name (what `--merge-into` replaces).
 RESULT_KEYS = {"commits": ("commits", "offset_fetches", "commit_floor", "durable_floor"),
-               "kafka-cluster": ("kafka_cluster",)}
+               "consumer-wire": ("consumer_wire",), "kafka-cluster": ("kafka_cluster",)}
 
 
 def machine() -> dict[str, Any]:
@@ -110,6 +110,9 @@ def run(quick: bool, only: list[str], profile: bool, recovery_records: int | Non
     if step("consumer"):
         res["consumer"] = consumer_groups.run(quick)
         _done("consumer", timings)
+    if step("consumer-wire"):
+        res["consumer_wire"] = consumer_wire.run(scale, work)
+        _done("consumer-wire", timings)
     if step("cluster"):
         try:
             res["cluster"] = cluster.run(work / "cluster", scale.cluster_groups, scale.cluster_committers,
