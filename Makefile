@@ -130,10 +130,10 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check coordinator_server protocol tests
 
 # Measured speed (benchmarks/, docs/performance.md): every figure a ratio against a floor server and
-# librdkafka's mock cluster measured in the same run, and Apache Kafka beside it (hence kafka-deps); the
-# cluster scenario (ZooKeeper and three nodes, hence
-# cluster-deps) against a single node. `bench` (< 15 min on 2 cores) writes
-# benchmarks/results/<date>.json, docs/performance.md and its plot; `bench-quick` (< 3 min) only prints.
+# librdkafka's mock cluster measured in the same run, and Apache Kafka beside it, one node and a cluster of
+# three (hence kafka-deps); the cluster scenario (ZooKeeper and three nodes, hence cluster-deps) against a
+# single node. `bench` (21 min on 2 cores, 2026-12-03) writes benchmarks/results/<date>.json,
+# docs/performance.md and its plot; `bench-quick` (8 min) only prints.
 BENCH_ARGS ?=
 
 $(BENCH_STAMP): $(STAMP)
