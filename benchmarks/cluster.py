@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from coordinator_server.tools.local_zookeeper import LocalZooKeeper
+from tests.kafka.broker import recv_exactly
 
 from . import wire
 from .procs import PY, ROOT, Server, run_loadgen
@@ -56,18 +57,8 @@ def _free_port() -> int:
 def _call(address: tuple[str, int], request: Any, response_cls: Any, timeout_s: float = 10.0) -> Any:
     with socket.create_connection(address, timeout=timeout_s) as s:
         s.sendall(wire.encode(request, 1))
-        size = int.from_bytes(_read(s, 4), "big")
-        return response_cls.decode(_read(s, size), version=request.API_VERSION, header=True)
-
-
-def _read(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
+        size = int.from_bytes(recv_exactly(s, 4), "big")
+        return response_cls.decode(recv_exactly(s, size), version=request.API_VERSION, header=True)
 
 
 # Both setups get these; the cluster adds its own flags. Info level in both: the failover reads the new
@@ -152,8 +143,8 @@ def _first_commit(address: tuple[str, int], group_id: str, timeout_s: float = 30
     while time.monotonic() < deadline:
         with socket.create_connection(address, timeout=10) as s:
             s.sendall(wire.commit_frame(group_id, COMMIT_TOPIC, 0))
-            size = int.from_bytes(_read(s, 4), "big")
-            response = (size.to_bytes(4, "big") + _read(s, size))
+            size = int.from_bytes(recv_exactly(s, 4), "big")
+            response = (size.to_bytes(4, "big") + recv_exactly(s, size))
         error = int.from_bytes(response[offset:offset + 2], "big")
         if error == 0:
             return

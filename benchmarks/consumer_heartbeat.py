@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from protocol.wire_primitives import encode_array_length, encode_nullable_string
+
 API_KEY = 68
 VERSION = 1  # the member id is the consumer's own (v1+), as the Java client sends it
 JOIN_EPOCH = 0
@@ -31,29 +33,14 @@ _ERROR = struct.Struct(">h")
 Partitions = dict[bytes, frozenset[int]]
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _string(value: str | None) -> bytes:
-    if value is None:
-        return b"\x00"
-    raw = value.encode()
-    return _uvarint(len(raw) + 1) + raw
-
-
 def _topic_partitions(owned: Partitions | None) -> bytes:
     if owned is None:
         return b"\x00"
-    parts = [_uvarint(len(owned) + 1)]
+    parts = [encode_array_length(len(owned), True)]
     for topic_id, partitions in sorted(owned.items()):
         ordered = sorted(partitions)
-        parts += (topic_id, _uvarint(len(ordered) + 1), struct.pack(f">{len(ordered)}i", *ordered), b"\x00")
+        parts += (topic_id, encode_array_length(len(ordered), True), struct.pack(f">{len(ordered)}i", *ordered),
+                  b"\x00")
     return b"".join(parts)
 
 
@@ -64,10 +51,12 @@ def heartbeat_frame(group_id: str, member_id: str, member_epoch: int, correlatio
     since its last heartbeat (null or -1 for the rest, as the Java client does). No instance id, rack or
     regex."""
     names = b"\x00" if subscribed_topic_names is None else (
-        _uvarint(len(subscribed_topic_names) + 1) + b"".join(_string(n) for n in subscribed_topic_names))
+        encode_array_length(len(subscribed_topic_names), True)
+        + b"".join(encode_nullable_string(n, True) for n in subscribed_topic_names))
     body = b"".join((_HEADER.pack(API_KEY, VERSION, correlation_id), _CLIENT_ID, b"\x00",
-                     _string(group_id), _string(member_id), _I32.pack(member_epoch), b"\x00", b"\x00",
-                     _I32.pack(rebalance_timeout_ms), names, b"\x00", _string(server_assignor),
+                     encode_nullable_string(group_id, True), encode_nullable_string(member_id, True),
+                     _I32.pack(member_epoch), b"\x00", b"\x00",
+                     _I32.pack(rebalance_timeout_ms), names, b"\x00", encode_nullable_string(server_assignor, True),
                      _topic_partitions(owned), b"\x00"))
     return _I32.pack(len(body)) + body
 

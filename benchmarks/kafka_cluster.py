@@ -18,12 +18,11 @@ Each load starts after the Kafka peer's JIT warm-up (benchmarks/kafka_peer.py KA
 from __future__ import annotations
 
 import re
-import shutil
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -35,28 +34,13 @@ from . import cluster, kafka_peer, scenarios
 LOADED = re.compile(r"Finished loading of metadata from __consumer_offsets-(\d+) with epoch \d+ in (\d+)ms")
 
 
-@contextmanager
-def kafka_cluster(work: Path, name: str, settings: dict[str, str] | None = None) -> Iterator[KafkaCluster]:
-    kc = KafkaCluster(scenarios._tmpdir(work, name), settings=settings).start()
-    try:
-        yield kc
-    finally:
-        kc.stop()
-        shutil.rmtree(kc.work_dir, ignore_errors=True)
-
-
-def _create_commit_topic(kc: KafkaCluster) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-    admin = KafkaAdminClient(bootstrap_servers=kc.bootstrap(), client_id="bench")
-    try:
-        admin.create_topics([NewTopic(cluster.COMMIT_TOPIC, 1, NODES)])
-    finally:
-        admin.close()
+def kafka_cluster(work: Path, name: str, settings: dict[str, str] | None = None) -> AbstractContextManager[KafkaCluster]:
+    return kafka_peer.owned(KafkaCluster(scenarios._tmpdir(work, name), settings=settings).start())
 
 
 def commits(kc: KafkaCluster, committers: list[int], warmup_s: float, duration_s: float,
             flush: str) -> list[dict[str, Any]]:
-    _create_commit_topic(kc)  # until its partition is served, _first_commit retries each group's first commit
+    kafka_peer.create_commit_topic(kc.bootstrap(), NODES)  # until its partition is served, _first_commit retries each group's first commit
     return [cluster.cluster_commits(kc, n, max(warmup_s, kafka_peer.KAFKA_WARMUP_S), duration_s)
             | {"committers": n, "flush": flush} for n in committers]
 

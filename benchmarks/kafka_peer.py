@@ -24,9 +24,9 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from tests.kafka.broker import LIB_DIR, KafkaBroker
 
@@ -48,14 +48,27 @@ def version() -> str:
     return jar.stem.removeprefix("kafka_2.13-")
 
 
+class _Started(Protocol):
+    work_dir: Path
+
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Started)
+
+
 @contextmanager
-def broker(work: Path, name: str, settings: dict[str, str] | None = None) -> Iterator[KafkaBroker]:
-    kafka = KafkaBroker(scenarios._tmpdir(work, name), settings=settings).start()
+def owned(started: S) -> Iterator[S]:
+    """A started broker or cluster, stopped and its directory removed however the block ends."""
     try:
-        yield kafka
+        yield started
     finally:
-        kafka.stop()
-        shutil.rmtree(kafka.work_dir, ignore_errors=True)
+        started.stop()
+        shutil.rmtree(started.work_dir, ignore_errors=True)
+
+
+def broker(work: Path, name: str, settings: dict[str, str] | None = None) -> AbstractContextManager[KafkaBroker]:
+    return owned(KafkaBroker(scenarios._tmpdir(work, name), settings=settings).start())
 
 
 def _pid(kafka: KafkaBroker) -> int:
@@ -80,17 +93,18 @@ def rebalance(scale: scenarios.Scale, kafka: KafkaBroker, sizes: list[int]) -> l
     return scenarios.rebalance_runs(_pid(kafka), kafka.host, kafka.port, sizes, scale.rebalance_repeats)
 
 
-def _create_commit_topic(kafka: KafkaBroker) -> None:
+def create_commit_topic(bootstrap: str, replication_factor: int) -> None:
+    """The commit scenarios' topic of one partition; Kafka serves it a moment later (callers retry)."""
     from kafka.admin import KafkaAdminClient, NewTopic
-    admin = KafkaAdminClient(bootstrap_servers=kafka.address, client_id="bench")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="bench")
     try:
-        admin.create_topics([NewTopic(scenarios.COMMIT_TOPIC, 1, 1)])
+        admin.create_topics([NewTopic(scenarios.COMMIT_TOPIC, 1, replication_factor)])
     finally:
         admin.close()
 
 
 def commits(scale: scenarios.Scale, kafka: KafkaBroker, flush: str) -> list[dict[str, Any]]:
-    _create_commit_topic(kafka)
+    create_commit_topic(kafka.address, 1)
     # Until the new partition is served, a commit answers UNKNOWN_TOPIC_OR_PARTITION: short unmeasured loads
     # first, until every answer is a success.
     deadline = time.monotonic() + 30

@@ -23,7 +23,7 @@ from typing import Any
 
 from coordinator_server.storage.batch import build_batch
 from coordinator_server.topics.registry import OFFSETS_TOPIC
-from tests.kafka.broker import KafkaBroker
+from tests.kafka.broker import KafkaBroker, recv_exactly
 
 from . import preload, wire
 
@@ -59,8 +59,8 @@ class _Producer:
             self._read()
 
     def _read(self) -> None:
-        size = struct.unpack(">i", _recv(self.sock, 4))[0]
-        response = ProduceResponse.decode(_recv(self.sock, size), version=PRODUCE_VERSION, header=True)
+        size = struct.unpack(">i", recv_exactly(self.sock, 4))[0]
+        response = ProduceResponse.decode(recv_exactly(self.sock, size), version=PRODUCE_VERSION, header=True)
         self.outstanding -= 1
         errors = {p.error_code for t in response.responses for p in t.partition_responses} - {0}
         if errors:
@@ -70,16 +70,6 @@ class _Producer:
         while self.outstanding:
             self._read()
         self.sock.close()
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("Kafka closed the connection")
-        buf += chunk
-    return buf
 
 
 def produce_commits(kafka: KafkaBroker, records: int, keys: int) -> dict[str, Any]:
@@ -110,8 +100,8 @@ def _last_offset(kafka: KafkaBroker) -> int:
     """The committed offset of partition 0 of the first group, read back after the restart."""
     with socket.create_connection((kafka.host, kafka.port), timeout=30) as sock:
         sock.sendall(wire.fetch_offsets_frame(preload.group_id(0), preload.TOPIC))
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        response = OffsetFetchResponse.decode(_recv(sock, size), version=wire.FETCH_OFFSETS_VERSION, header=True)
+        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+        response = OffsetFetchResponse.decode(recv_exactly(sock, size), version=wire.FETCH_OFFSETS_VERSION, header=True)
     return int(response.groups[0].topics[0].partitions[0].committed_offset)
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -263,13 +264,7 @@ def kafka_rows(k: dict[str, Any] | None) -> list[str]:
                     f"p99 {h['p99_us']:.0f} µs{_cpu(h)} (enrolled in {h['enroll_s']:.0f} s) | — | — | — |")
     for r in k.get("rebalance", []):
         rows.append(f"| rebalance, {name}, {r['members']:,} members | {r['seconds'] * 1000:,.0f} ms | — | — | — |")
-    by_n: dict[int, dict[str, dict[str, Any]]] = {}
-    for c in k.get("commits", []):
-        by_n.setdefault(c["committers"], {})[c["flush"]] = c
-    for n, c in sorted(by_n.items()):
-        figure = ", ".join(f"{c[f]['rps']:,.0f}/s, p50 {c[f]['p50_us']:,.0f} µs{_cpu(c[f])} ({what})"
-                           for f, what in (("never", "its default: no flush"), ("always", "a flush each write"))
-                           if f in c)
+    for n, figure in _kafka_commit_figures(k.get("commits", []), _cpu):
         rows.append(f"| commits, {name}, {n} committers | {figure} | — | — | — |")
     if rec := k.get("recovery"):
         rows.append(f"| recovery, {name}, {rec['records']:,} commits / {rec['keys']:,} keys | "
@@ -309,13 +304,7 @@ def kafka_cluster_rows(kc: dict[str, Any] | None) -> list[str]:
         return [f"| Apache Kafka cluster | failed: {_one_line(kc.get('error', 'no result'))} | — | — | — |"]
     name = f"Apache Kafka {kc['version']} cluster (3 KRaft nodes, RF 3, min ISR 2)"
     rows = [f"| {name}, {e['part']} | failed: {_one_line(e['error'])} | — | — | — |" for e in kc.get("errors", [])]
-    by_n: dict[int, dict[str, dict[str, Any]]] = {}
-    for c in kc.get("commits", []):
-        by_n.setdefault(c["committers"], {})[c["flush"]] = c
-    for n, c in sorted(by_n.items()):
-        figure = ", ".join(f"{c[f]['rps']:,.0f}/s, p50 {c[f]['p50_us']:,.0f} µs{_errors(c[f])} ({what})"
-                           for f, what in (("never", "its default: no flush"), ("always", "a flush each write"))
-                           if f in c)
+    for n, figure in _kafka_commit_figures(kc.get("commits", []), _errors):
         rows.append(f"| replicated commits, {name}, {n} committers | {figure} | — | — | — |")
     fo = kc.get("failover")
     if fo:
@@ -331,6 +320,18 @@ def kafka_cluster_rows(kc: dict[str, Any] | None) -> list[str]:
             f"| — |",
         ]
     return rows
+
+
+def _kafka_commit_figures(commits: list[dict[str, Any]],
+                          extra: Callable[[dict[str, Any]], str]) -> list[tuple[int, str]]:
+    """Per committer count, Kafka's commit figures at its default (no flush) and with a flush each write,
+    each with `extra` (its CPU, its errors) appended."""
+    by_n: dict[int, dict[str, dict[str, Any]]] = {}
+    for c in commits:
+        by_n.setdefault(c["committers"], {})[c["flush"]] = c
+    return [(n, ", ".join(f"{c[f]['rps']:,.0f}/s, p50 {c[f]['p50_us']:,.0f} µs{extra(c[f])} ({what})"
+                          for f, what in (("never", "its default: no flush"), ("always", "a flush each write"))
+                          if f in c)) for n, c in sorted(by_n.items())]
 
 
 def _one_line(error: str, limit: int = 240) -> str:

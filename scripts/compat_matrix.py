@@ -25,6 +25,7 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "kafkajs", "sarama", "kafka-go",
@@ -164,6 +165,16 @@ REGEX = {
         "they split `rx-a`; `rx-b` and `other`, created later, are resolved by the coordinator and `rx-b` alone "
         "is split too and read"),
 }
+def checked_rows(cases: dict[str, tuple[str, str]], outcomes: dict[str, tuple[str, str]],
+                 render: Callable[[str, str], str]) -> list[str]:
+    """A table row per test of `cases` (test -> who, what it checks), with its outcome rendered."""
+    rows = []
+    for test, (who, checked) in cases.items():
+        result, detail = outcomes.get(test, ("not run", ""))
+        rows.append(f"| {who} | {checked} | {render(result, detail)} |")
+    return rows
+
+
 NAME = re.compile(r"^test_interop\[(?P<client>[^:\]]+):(?P<scenario>[^\]]+)\]$")
 MIXED = re.compile(r"^test_mixed_group\[mixed:(?P<group>[^\]]+)\]$")
 
@@ -330,17 +341,13 @@ def main() -> int:
               "the topics it knows (RE2 syntax, the whole name matching) and resolves again when topics come and "
               "go (at most every 10 s, as Kafka does); classic members match topic names themselves.", "",
               "| Client | Checked | Result |", "|---|---|---|"]
-    for test, (client, checked) in REGEX.items():
-        result, detail = tools.get(test, ("not run", ""))
-        lines.append(f"| {client} | {checked} | {render(result, detail)} |")
+    lines += checked_rows(REGEX, tools, render)
     lines += ["", "## Tools", "",
               "The tools operators point at a broker, reading `__consumer_offsets` as a topic "
               "(`tests/interop/test_tools.py`): Burrow 1.2.1 (Debian's, on Debian's ZooKeeper) and kcat; and franz-go's "
               "admin client kadm, which asks the coordinator itself (`tests/interop/test_interop.py`).", "",
               "| Tool | Checked | Result |", "|---|---|---|"]
-    for test, (tool, checked) in TOOLS.items():
-        result, detail = tools.get(test, ("not run", ""))
-        lines.append(f"| {tool} | {checked} | {render(result, detail)} |")
+    lines += checked_rows(TOOLS, tools, render)
     lines += ["", "## Scenarios", ""]
     lines += [f"* **`{s}`**: {d}." for s, d in SCENARIOS.items()]
     lines += ["", "Client settings: heartbeat interval 300 ms; session timeout 6 s unless said above; "

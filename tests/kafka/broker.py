@@ -273,8 +273,8 @@ def call(address: tuple[str, int], request: Any, response_cls: Any, timeout_s: f
     request.with_header(correlation_id=1, client_id="kafka-beside")
     with socket.create_connection(address, timeout=timeout_s) as sock:
         sock.sendall(request.encode(header=True, framed=True))
-        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-        return response_cls.decode(_recv_exactly(sock, size), version=request.API_VERSION, header=True)
+        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+        return response_cls.decode(recv_exactly(sock, size), version=request.API_VERSION, header=True)
 
 
 def find_coordinators(address: tuple[str, int], group_ids: list[str]) -> list[Any]:
@@ -324,7 +324,8 @@ def probe_groups(partitions: int) -> dict[str, int]:
     return probes
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    """Exactly n bytes from a blocking socket, or ConnectionError if it closes first."""
     buf = b""
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
