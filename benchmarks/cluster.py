@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from coordinator_server.tools.local_zookeeper import LocalZooKeeper
-from tests.kafka.broker import recv_exactly
+from coordinator_server.topics.registry import OFFSETS_TOPIC
+from tests.kafka.broker import call, recv_exactly
 
 from . import wire
 from .procs import PY, ROOT, Server, run_loadgen
@@ -52,13 +53,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _call(address: tuple[str, int], request: Any, response_cls: Any, timeout_s: float = 10.0) -> Any:
-    with socket.create_connection(address, timeout=timeout_s) as s:
-        s.sendall(wire.encode(request, 1))
-        size = int.from_bytes(recv_exactly(s, 4), "big")
-        return response_cls.decode(recv_exactly(s, size), version=request.API_VERSION, header=True)
 
 
 # Both setups get these; the cluster adds its own flags. Info level in both: the failover reads the new
@@ -91,9 +85,9 @@ class LocalCluster:
 
     def metadata(self) -> Any:
         node = self.running()[0]
-        return _call(("127.0.0.1", node.fixed_port), MetadataRequest[9](
-            topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")],
-            allow_auto_topic_creation=False), MetadataResponse)
+        return call(("127.0.0.1", node.fixed_port), MetadataRequest[9](
+            topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)],
+            allow_auto_topic_creation=False), MetadataResponse, timeout_s=10.0)
 
     def _wait_ready(self) -> None:
         """Every __consumer_offsets partition led and fully in sync, so each commit is replicated to 3."""
@@ -112,8 +106,8 @@ class LocalCluster:
     def coordinator(self, group_id: str) -> tuple[str, int]:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            resp = _call(("127.0.0.1", self.nodes[0].fixed_port),
-                         FindCoordinatorRequest[3](key=group_id, key_type=0), FindCoordinatorResponse)
+            resp = call(("127.0.0.1", self.nodes[0].fixed_port),
+                        FindCoordinatorRequest[3](key=group_id, key_type=0), FindCoordinatorResponse, timeout_s=10.0)
             if resp.error_code == 0:
                 return resp.host, resp.port
             time.sleep(0.1)

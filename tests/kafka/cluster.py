@@ -39,6 +39,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from coordinator_server.topics.registry import OFFSETS_TOPIC
 from tests.kafka.broker import (
     OFFSETS_PARTITIONS,
     START_TIMEOUT_S,
@@ -69,7 +70,6 @@ CLUSTER_SETTINGS = {
     "broker.session.timeout.ms": str(BROKER_SESSION_MS),
     "broker.heartbeat.interval.ms": "1000",
 }
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class KafkaCluster:
