@@ -31,6 +31,7 @@ from coordinator_server.app import GC_THRESHOLDS, store_config
 from coordinator_server.cli import configure_logging
 from coordinator_server.config import Config
 from coordinator_server.group.api import LeaveGroupInput, LeaveMember
+from coordinator_server.net.awaiting import as_future
 from coordinator_server.net.connection import Connection
 from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
@@ -203,7 +204,7 @@ async def measure(size: int, repeat: int, profile_to: str | None = None) -> dict
             cpu1, wall1 = time.thread_time(), time.perf_counter()
             runs.append({"server_cpu_s": round(cpu1 - cpu0 - run.members_cpu_s, 4),
                          "members_cpu_s": round(run.members_cpu_s, 4), "wall_s": round(wall1 - wall0, 4)})
-            await runtime.leave_group(LeaveGroupInput(run.group_id, tuple(
+            await as_future(runtime.leave_group, LeaveGroupInput(run.group_id, tuple(
                 LeaveMember(m.member_id, None) for m in members), 3))
             for m in members:
                 m.connection.connection_lost(None)

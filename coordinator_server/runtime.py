@@ -85,62 +85,40 @@ class ReplicationGate(Protocol):
 
 
 class KeyedLocks:
-    """One FIFO lock per key, created on demand and dropped when nobody holds or waits for it. A free
-    key can also be taken without awaiting (`try_hold`): the fast paths that answer from callbacks."""
+    """One FIFO lock per key, created on demand and dropped when nobody holds or waits for it. Held and
+    handed over through callbacks, never awaited: the request path has no task of its own."""
 
     def __init__(self) -> None:
-        self._locks: dict[str, tuple[_KeyLock, int]] = {}
-
-    def hold(self, key: str) -> _Held:
-        return _Held(self, key)
-
-    def try_hold(self, key: str) -> bool:
-        """Take `key` now if nobody holds or waits for it; the caller then calls `release(key)`."""
-        if key in self._locks:
-            return False
-        lock = _KeyLock()
-        lock.locked = True
-        self._locks[key] = (lock, 1)
-        return True
+        self._locks: dict[str, _KeyLock] = {}
 
     def busy(self, key: str) -> bool:
         """Whether anybody holds or waits for `key`."""
         return key in self._locks
 
-    def release(self, key: str) -> None:
-        self._locks[key][0].release()
-        self._release_ref(key)
-
     def hold_or_queue(self, key: str, on_held: Callable[[], None]) -> _QueuedCaller | None:
-        """Take `key` now if nobody holds or waits for it (None); else queue for it, in turn with `hold`'s
-        callers, and `on_held` is called once it is handed over (from the release that hands it over, not a
-        later loop turn). Either way the caller then calls `release(key)`."""
-        lock = self._acquire_ref(key)
-        if not lock.locked and not lock.waiters:
-            lock.locked = True
+        """Take `key` now if nobody holds or waits for it (None); else queue for it, and `on_held` is called
+        once it is handed over (from the release that hands it over, not a later loop turn). Either way the
+        caller then calls `release(key)`."""
+        lock = self._locks.get(key)
+        if lock is None:
+            self._locks[key] = _KeyLock()
             return None
         waiter = _QueuedCaller(on_held)
         lock.waiters.append(waiter)
         return waiter
 
-    def last_waiter(self, key: str) -> asyncio.Future[None] | _QueuedCaller | None:
-        """The waiter queued last for `key`, if any."""
-        entry = self._locks.get(key)
-        return entry[0].waiters[-1] if entry is not None and entry[0].waiters else None
-
-    def _acquire_ref(self, key: str) -> _KeyLock:
-        lock, refs = self._locks.get(key, (None, 0))
-        if lock is None:
-            lock = _KeyLock()
-        self._locks[key] = (lock, refs + 1)
-        return lock
-
-    def _release_ref(self, key: str) -> None:
-        lock, refs = self._locks[key]
-        if refs <= 1:
-            del self._locks[key]
+    def release(self, key: str) -> None:
+        """Hand `key` to its first waiter, or drop it when nobody waits."""
+        waiters = self._locks[key].waiters
+        if waiters:
+            waiters.popleft().hand_over()
         else:
-            self._locks[key] = (lock, refs - 1)
+            del self._locks[key]
+
+    def last_waiter(self, key: str) -> _QueuedCaller | None:
+        """The waiter queued last for `key`, if any."""
+        lock = self._locks.get(key)
+        return lock.waiters[-1] if lock is not None and lock.waiters else None
 
     def __len__(self) -> int:
         return len(self._locks)
@@ -149,69 +127,22 @@ class KeyedLocks:
 class _QueuedCaller:
     """A waiter of `KeyedLocks.hold_or_queue`: called back when handed the lock."""
 
-    __slots__ = ("handed", "on_held")
+    __slots__ = ("on_held",)
 
     def __init__(self, on_held: Callable[[], None]) -> None:
         self.on_held = on_held
-        self.handed = False
 
-    def done(self) -> bool:
-        return self.handed
-
-    def set_result(self, _result: None) -> None:
-        self.handed = True
+    def hand_over(self) -> None:
         self.on_held()
 
 
 class _KeyLock:
-    """A FIFO lock (as asyncio.Lock) whose release hands it straight to the first waiter."""
+    """A held lock and its FIFO of waiters; release hands it straight to the first."""
 
-    __slots__ = ("locked", "waiters")
+    __slots__ = ("waiters",)
 
     def __init__(self) -> None:
-        self.locked = False
-        self.waiters: collections.deque[asyncio.Future[None] | _QueuedCaller] = collections.deque()
-
-    async def acquire(self) -> None:
-        if not self.locked and not self.waiters:
-            self.locked = True
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.waiters.append(waiter)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.release()  # handed the lock just as it was cancelled: pass it on
-            raise
-
-    def release(self) -> None:
-        while self.waiters:
-            waiter = self.waiters.popleft()
-            if not waiter.done():  # a cancelled waiter stays queued until here
-                waiter.set_result(None)  # ownership passes on: still locked
-                return
-        self.locked = False
-
-
-class _Held:
-    def __init__(self, locks: KeyedLocks, key: str) -> None:
-        self.locks = locks
-        self.key = key
-        self.lock: _KeyLock | None = None
-
-    async def __aenter__(self) -> None:
-        self.lock = self.locks._acquire_ref(self.key)
-        try:
-            await self.lock.acquire()
-        except BaseException:
-            self.locks._release_ref(self.key)
-            raise
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.lock is not None
-        self.lock.release()
-        self.locks._release_ref(self.key)
+        self.waiters: collections.deque[_QueuedCaller] = collections.deque()
 
 
 def consumer_group_config(config: Config) -> ConsumerGroupConfig:
@@ -252,8 +183,8 @@ class CoordinatorRuntime:
         # Set in a cluster (app.py): appends then complete once replicated, not once locally durable.
         self.replication: ReplicationGate | None = None
         self._loads: dict[int, asyncio.Task[None]] = {}
-        # Per group, the fast-path calls queued behind the last waiter for its lock (_parked_nowait).
-        self._batches: dict[str, _NowaitBatch] = {}
+        # Per group, the calls queued behind the last waiter for its lock (_schedule_write).
+        self._batches: dict[str, _HeldBatch] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -361,22 +292,25 @@ class CoordinatorRuntime:
         return unloaded
 
     # -- requests ------------------------------------------------------------------------------------
+    #
+    # Every request of a group goes through one entry: `_schedule_write` (the group's lock, the core call,
+    # the answer once the call's records are durable), or `_schedule_read` (answered at once while no
+    # request of the group holds its lock, else queued as a write so it sees their outcome). The callers
+    # are the API modules (coordinator_server/net/apis/), which answer from `on_result`; `on_failure` is a
+    # bug met in the core or while writing, which closes the request's connection.
 
-    async def join_group(self, inp: JoinGroupInput) -> JoinGroupResult:
-        return await self._parked_call(inp.group_id, lambda now, reply: self.coordinator.handle_join_group(inp, now, reply))
+    def join_group(self, inp: JoinGroupInput, on_result: Callable[[JoinGroupResult], None],
+                   on_failure: Callable[[BaseException], None]) -> None:
+        self._schedule_write(inp.group_id, self.coordinator.handle_join_group, inp, on_result, on_failure)
 
-    async def sync_group(self, inp: SyncGroupInput) -> SyncGroupResult:
-        return await self._parked_call(inp.group_id, lambda now, reply: self.coordinator.handle_sync_group(inp, now, reply))
+    def sync_group(self, inp: SyncGroupInput, on_result: Callable[[SyncGroupResult], None],
+                   on_failure: Callable[[BaseException], None]) -> None:
+        self._schedule_write(inp.group_id, self.coordinator.handle_sync_group, inp, on_result, on_failure)
 
-    def join_group_nowait(self, inp: JoinGroupInput, on_result: Callable[[JoinGroupResult], None],
-                          on_failure: Callable[[BaseException], None]) -> None:
-        """`join_group` without a task or a coroutine (see `_parked_nowait`)."""
-        self._parked_nowait(inp.group_id, self.coordinator.handle_join_group, inp, on_result, on_failure)
-
-    def sync_group_nowait(self, inp: SyncGroupInput, on_result: Callable[[SyncGroupResult], None],
-                          on_failure: Callable[[BaseException], None]) -> None:
-        """`sync_group` without a task or a coroutine (see `_parked_nowait`)."""
-        self._parked_nowait(inp.group_id, self.coordinator.handle_sync_group, inp, on_result, on_failure)
+    def leave_group(self, inp: LeaveGroupInput, on_result: Callable[[LeaveGroupResult], None],
+                    on_failure: Callable[[BaseException], None]) -> None:
+        self._schedule_write(inp.group_id, _Immediate(self.coordinator.handle_leave_group).handle, inp,
+                             on_result, on_failure)
 
     def heartbeat(self, inp: HeartbeatInput) -> Errors:
         """Synchronous, the hot path: a heartbeat takes no lock and writes nothing. Timers it finds due
@@ -391,10 +325,28 @@ class CoordinatorRuntime:
             self._arm_timer()
         return error
 
-    async def consumer_group_heartbeat(self, inp: ConsumerGroupHeartbeatInput) -> ConsumerGroupHeartbeatResult:
+    def consumer_group_heartbeat(self, inp: ConsumerGroupHeartbeatInput,
+                                 on_result: Callable[[ConsumerGroupHeartbeatResult], None],
+                                 on_failure: Callable[[BaseException], None]) -> None:
         """KIP-848: under the group's lock, answered once the records it caused are durable."""
-        return await self._parked_call(
-            inp.group_id, lambda now, reply: self.coordinator.handle_consumer_group_heartbeat(inp, now, reply))
+        self._schedule_write(inp.group_id, self.coordinator.handle_consumer_group_heartbeat, inp, on_result,
+                             on_failure)
+
+    def offset_commit(self, inp: OffsetCommitInput, on_result: Callable[[OffsetCommitResult], None],
+                      on_failure: Callable[[BaseException], None]) -> None:
+        self._schedule_write(inp.group_id or "", self.coordinator.handle_offset_commit, inp, on_result,
+                             on_failure)
+
+    def offset_fetch(self, inp: OffsetFetchInput, on_result: Callable[[OffsetFetchResult], None],
+                     on_failure: Callable[[BaseException], None]) -> None:
+        """A read: it waits only behind requests of its group whose records are still being written (a
+        fetch must see the outcome of a commit answered before it)."""
+        self._schedule_read(inp.group_id or "", self.coordinator.handle_offset_fetch, inp, on_result, on_failure)
+
+    def offset_delete(self, inp: OffsetDeleteInput, on_result: Callable[[OffsetDeleteResult], None],
+                      on_failure: Callable[[BaseException], None]) -> None:
+        self._schedule_write(inp.group_id or "", self.coordinator.handle_offset_delete, inp, on_result,
+                             on_failure)
 
     async def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
         return self.coordinator.handle_consumer_group_describe(group_ids, self._now_ms())
@@ -403,63 +355,6 @@ class CoordinatorRuntime:
         """The topic store, once open: what consumer groups subscribe to and are assigned from."""
         self.coordinator.consumer.topics = topics
 
-    async def leave_group(self, inp: LeaveGroupInput) -> LeaveGroupResult:
-        async with self.locks.hold(inp.group_id):
-            result = self.coordinator.handle_leave_group(inp, self._now_ms())
-            await self._after_core_call()
-        return result
-
-    async def offset_commit(self, inp: OffsetCommitInput) -> OffsetCommitResult:
-        return await self._parked_call(
-            inp.group_id or "", lambda now, reply: self.coordinator.handle_offset_commit(inp, now, reply)
-        )
-
-    def offset_commit_nowait(self, inp: OffsetCommitInput, on_result: Callable[[OffsetCommitResult], None],
-                             on_failure: Callable[[BaseException], None]) -> bool:
-        """`offset_commit` without a task or a future of its own, for the fast path: when nobody holds or
-        waits for the group's lock, take it now, call the core, and release it once the call's appends are
-        complete, as `_parked_call` does; `on_result` is the core's reply (at once, or once durable),
-        `on_failure` a bug met on the way. False, having done nothing, when the lock is taken."""
-        group_id = inp.group_id or ""
-        if not self.locks.try_hold(group_id):
-            return False
-        try:
-            now_ms = self._now_ms()
-            self.coordinator.handle_offset_commit(inp, now_ms, on_result)
-            self._advance_clock(now_ms)
-            self._arm_timer()
-            appends = self.coordinator.take_appends()
-        except BaseException:
-            self.locks.release(group_id)
-            raise
-        if not appends:
-            self.locks.release(group_id)
-            return True
-        self._write_group(appends, _CommitWritten(self.locks, group_id, on_failure))
-        return True
-
-    async def offset_fetch(self, inp: OffsetFetchInput) -> OffsetFetchResult:
-        # Under the group's lock: a fetch waits behind commits whose records are still being written.
-        async with self.locks.hold(inp.group_id or ""):
-            result = self.coordinator.handle_offset_fetch(inp, self._now_ms())
-            await self._after_core_call()
-        return result
-
-    def offset_fetch_now(self, inp: OffsetFetchInput) -> OffsetFetchResult | None:
-        """`offset_fetch` without a task, for the fast path: answered at once when no request of the group
-        holds or waits for its lock; None, having done nothing, when one does (a commit whose records are
-        still being written: the fetch must see its outcome, so it queues the generic way)."""
-        if self.locks.busy(inp.group_id or ""):
-            return None
-        result = self.coordinator.handle_offset_fetch(inp, self._now_ms())
-        self.rearm_timer()  # timers due now run after it, as after any call; their writes are theirs
-        return result
-
-    async def offset_delete(self, inp: OffsetDeleteInput) -> OffsetDeleteResult:
-        return await self._parked_call(
-            inp.group_id or "", lambda now, reply: self.coordinator.handle_offset_delete(inp, now, reply)
-        )
-
     async def describe_groups(self, group_ids: list[str | None], api_version: int) -> list[GroupDescription]:
         return self.coordinator.handle_describe_groups(group_ids, api_version, self._now_ms())
 
@@ -467,32 +362,33 @@ class CoordinatorRuntime:
         return self.coordinator.handle_list_groups(states, types, self._now_ms())
 
     async def delete_groups(self, group_ids: list[str | None]) -> list[DeletedGroup]:
+        # Many groups in one call, under none of their locks (as before KIP-848 in Kafka): each group's
+        # deletion is decided and its tombstones emitted in this one synchronous call.
         future: asyncio.Future[list[DeletedGroup]] = self.loop.create_future()
         self.coordinator.handle_delete_groups(group_ids, self._now_ms(), future.set_result)
         await self._after_core_call()
         return await future
 
-    async def _parked_call(self, group_id: str, call: Callable[[int, Callable[[T], None]], None]) -> T:
-        future: asyncio.Future[T] = self.loop.create_future()
+    def _schedule_read(self, group_id: str, read: Callable[[T, int], R], inp: T, on_result: Callable[[R], None],
+                       on_failure: Callable[[BaseException], None]) -> None:
+        if self.locks.busy(group_id):
+            self._schedule_write(group_id, _Immediate(read).handle, inp, on_result, on_failure)
+            return
+        try:
+            result = read(inp, self._now_ms())
+            self.rearm_timer()  # timers due now run after it, as after any call; their writes are theirs
+        except Exception as e:
+            on_failure(e)
+            return
+        on_result(result)
 
-        def reply(result: T) -> None:
-            if not future.done():
-                future.set_result(result)
-
-        async with self.locks.hold(group_id):
-            call(self._now_ms(), reply)
-            await self._after_core_call()
-        # Parked requests (a JoinGroup waiting for the others) resolve later, from another call.
-        return await future
-
-    def _parked_nowait(self, group_id: str, handle: Callable[[T, int, Callable[[R], None]], None], inp: T,
-                       on_result: Callable[[R], None], on_failure: Callable[[BaseException], None]) -> None:
-        """`_parked_call` for the connection's fast path, with callbacks instead of a task: the group's lock
-        is taken at once when free, else once handed over (in turn with the awaiting callers); the core is
-        called and the lock released once the appends of this call are complete. `on_result` gets the core's
-        reply once both the reply is there and those appends are complete (a parked JoinGroup's reply comes
-        later, from another member's call; a first JoinGroup's MEMBER_ID_REQUIRED comes at once but waits
-        for the group's record). `on_failure`: a bug met in the core or while writing.
+    def _schedule_write(self, group_id: str, handle: Callable[[T, int, Callable[[R], None]], None], inp: T,
+                        on_result: Callable[[R], None], on_failure: Callable[[BaseException], None]) -> None:
+        """The group's lock is taken at once when free, else once handed over (in turn); the core is called
+        and the lock released once the appends of this call are complete. `on_result` gets the core's reply
+        once both the reply is there and those appends are complete (a parked JoinGroup's reply comes later,
+        from another member's call; a first JoinGroup's MEMBER_ID_REQUIRED comes at once but waits for the
+        group's record). `on_failure`: a bug met in the core or while writing.
 
         Calls that find the lock taken queue as one batch while nobody queues behind them: a rebalance's
         requests arrive together, and once the group's record is being written every one of them waits, so
@@ -500,34 +396,37 @@ class CoordinatorRuntime:
         so its answers go out with those of the call that held it, not a loop turn later."""
         batch = self._batches.get(group_id)
         if batch is not None and self.locks.last_waiter(group_id) is batch.waiter:
-            batch.calls.append(_NowaitCall(handle, inp, on_result, on_failure, contextvars.copy_context()))
+            batch.calls.append(_HeldCall(handle, inp, on_result, on_failure, contextvars.copy_context()))
             return
-        calls: list[_NowaitCall] = []
+        calls: list[_HeldCall] = []
         waiter = self.locks.hold_or_queue(group_id, lambda: self._start_batch(group_id, calls))
         if waiter is None:
-            self._run_held(group_id, [_NowaitCall(handle, inp, on_result, on_failure, None)], 0)
+            self._run_held(group_id, [_HeldCall(handle, inp, on_result, on_failure, None)], 0)
             return
-        calls.append(_NowaitCall(handle, inp, on_result, on_failure, contextvars.copy_context()))
-        self._batches[group_id] = _NowaitBatch(waiter, calls)
+        calls.append(_HeldCall(handle, inp, on_result, on_failure, contextvars.copy_context()))
+        self._batches[group_id] = _HeldBatch(waiter, calls)
 
-    def _start_batch(self, group_id: str, calls: list[_NowaitCall]) -> None:
+    def _start_batch(self, group_id: str, calls: list[_HeldCall]) -> None:
         batch = self._batches.get(group_id)
         if batch is not None and batch.calls is calls:
             del self._batches[group_id]  # handed the lock: calls arriving from now on queue behind it
         self._run_held(group_id, calls, 0)
 
-    def _run_held(self, group_id: str, calls: list[_NowaitCall], start: int) -> None:
+    def _run_held(self, group_id: str, calls: list[_HeldCall], start: int) -> None:
         """The group's lock is held for `calls[start:]`: each is made in turn, in its own request's context,
         the lock passing from one to the next without being released; a call's appends are waited for before
-        the next; the lock is released after the last. A long queue yields to the loop every
-        `_BATCH_PER_CALLBACK` calls (other groups' requests are served in between)."""
+        the next (continued from their completion, no loop turn in between); the lock is released after the
+        last. A long queue yields to the loop every `_BATCH_PER_CALLBACK` calls (other groups' requests are
+        served in between)."""
         end = min(len(calls), start + _BATCH_PER_CALLBACK)
         try:
-            for i in range(start, end):
+            i = start
+            while i < end:
                 call = calls[i]
-                writes = self._call_held(call) if call.context is None else call.context.run(self._call_held, call)
-                if writes is not None:
-                    writes.add_done_callback(functools.partial(self._run_held_after, group_id, calls, i + 1))
+                i += 1
+                pending = self._call_held(call) if call.context is None else call.context.run(self._call_held, call)
+                if pending is not None and not pending.done:
+                    pending.then = functools.partial(self._run_held, group_id, calls, i)
                     return
         except BaseException:
             self.locks.release(group_id)
@@ -537,11 +436,8 @@ class CoordinatorRuntime:
         else:
             self.locks.release(group_id)
 
-    def _run_held_after(self, group_id: str, calls: list[_NowaitCall], start: int, _written: object) -> None:
-        self._run_held(group_id, calls, start)
-
-    def _call_held(self, call: _NowaitCall) -> asyncio.Future[None] | None:
-        """Call the core for one request; the future of its appends when it made any."""
+    def _call_held(self, call: _HeldCall) -> _HeldWrites | None:
+        """Call the core for one request; what waits for its appends when it made any."""
         parked = _ParkedReply(call.on_result)
         try:
             call.handle(call.inp, self._now_ms(), parked.reply)
@@ -554,16 +450,9 @@ class CoordinatorRuntime:
         if not appends:
             parked.written()
             return None
-
-        def written(future: asyncio.Future[None]) -> None:
-            if not future.cancelled() and future.exception() is not None:
-                call.on_failure(future.exception())  # type: ignore[arg-type]
-            else:
-                parked.written()
-
-        writes = self._spawn_writes(appends)
-        writes.add_done_callback(written)
-        return writes
+        pending = _HeldWrites(parked, call.on_failure)
+        self._write_group(appends, pending.resolved)
+        return pending
 
     # -- the clock and the one timer -----------------------------------------------------------------
 
@@ -765,7 +654,7 @@ class CoordinatorRuntime:
 _BATCH_PER_CALLBACK: Final = 64
 
 
-class _NowaitCall(NamedTuple):
+class _HeldCall(NamedTuple):
     handle: Callable[[Any, int, Callable[[Any], None]], None]
     inp: Any
     on_result: Callable[[Any], None]
@@ -773,19 +662,56 @@ class _NowaitCall(NamedTuple):
     context: contextvars.Context | None  # the request's, when it runs from a queue
 
 
-class _NowaitBatch:
-    """Fast-path calls queued, in order, behind one waiter for their group's lock."""
+class _HeldBatch:
+    """Calls queued, in order, behind one waiter for their group's lock."""
 
     __slots__ = ("calls", "waiter")
 
-    def __init__(self, waiter: _QueuedCaller, calls: list[_NowaitCall]) -> None:
+    def __init__(self, waiter: _QueuedCaller, calls: list[_HeldCall]) -> None:
         self.waiter = waiter
         self.calls = calls
 
 
+class _Immediate(Generic[T, R]):
+    """A core call that answers in the call itself (LeaveGroup, a queued OffsetFetch), in the shape of
+    those that answer through a reply callback."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: Callable[[T, int], R]) -> None:
+        self.call = call
+
+    def handle(self, inp: T, now_ms: int, reply: Callable[[R], None]) -> None:
+        reply(self.call(inp, now_ms))
+
+
+class _HeldWrites:
+    """The appends of one held call: once complete its reply goes out (or its failure), then the calls
+    queued behind it run (`then`, set when they were not complete by the time the call returned)."""
+
+    __slots__ = ("done", "on_failure", "parked", "then")
+
+    def __init__(self, parked: _ParkedReply[Any], on_failure: Callable[[BaseException], None]) -> None:
+        self.parked = parked
+        self.on_failure = on_failure
+        self.done = False
+        self.then: Callable[[], None] | None = None
+
+    def resolved(self, error: BaseException | None) -> None:
+        self.done = True
+        if error is not None:
+            self.on_failure(error)
+        else:
+            self.parked.written()
+        then = self.then
+        if then is not None:
+            self.then = None
+            then()
+
+
 class _ParkedReply(Generic[R]):
-    """The core's reply to a request taken by `_parked_nowait`, passed on once the call's appends are
-    complete too (only the first reply counts, as in `_parked_call`)."""
+    """The core's reply to a request taken by `_schedule_write`, passed on once the call's appends are
+    complete too (only the first reply counts)."""
 
     __slots__ = ("durable", "has_result", "on_result", "result")
 
@@ -832,23 +758,6 @@ class _Writes:
             self.resolved = True
             self.unregister(self)
             self.on_resolved(self.error)
-
-
-class _CommitWritten:
-    """The end of a fast-path OffsetCommit's write group: the group's lock is released (what queued behind
-    it runs next), and a bug met on the way fails the request instead of hanging it."""
-
-    __slots__ = ("group_id", "locks", "on_failure")
-
-    def __init__(self, locks: KeyedLocks, group_id: str, on_failure: Callable[[BaseException], None]) -> None:
-        self.locks = locks
-        self.group_id = group_id
-        self.on_failure = on_failure
-
-    def __call__(self, error: BaseException | None) -> None:
-        self.locks.release(self.group_id)
-        if error is not None:
-            self.on_failure(error)
 
 
 def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:

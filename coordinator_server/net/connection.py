@@ -317,14 +317,7 @@ class Connection(asyncio.Protocol):
             if response is not None:
                 self._write(response)
                 return
-        elif key == _OFFSET_COMMIT_KEY_BYTES and self._offset_commit(payload):
-            return
-        elif key == _OFFSET_FETCH_KEY_BYTES:
-            response = self._offset_fetch(payload)
-            if response is not None:
-                self._write(response)
-                return
-        elif key in _REBALANCE_KEYS_BYTES and self._rebalance_request(payload):
+        elif (key == _OFFSET_COMMIT_KEY_BYTES and self._offset_commit(payload)) or (key == _OFFSET_FETCH_KEY_BYTES and self._offset_fetch(payload)) or (key in _REBALANCE_KEYS_BYTES and self._rebalance_request(payload)):
             return
         self._start(self._handle(payload))
 
@@ -340,7 +333,7 @@ class Connection(asyncio.Protocol):
 
     def _offset_commit(self, payload: bytes) -> bool:
         """The OffsetCommit fast path (protocol/offset_commit_wire.py): answered without a task, from the
-        log's completion. False: not a shape it takes, or the group's lock is taken — the generic way."""
+        log's completion. False: not a shape it takes — the generic way."""
         req = parse_offset_commit(payload)
         if req is None:
             return False
@@ -351,27 +344,30 @@ class Connection(asyncio.Protocol):
             log.exception("handler_failed", api="OffsetCommit", api_version=req.api_version,
                           correlation_id=req.correlation_id)
             raise _CloseConnection from None
-        if pending is None:
-            return False
-        if pending.done() and pending.exception() is None:
-            self._write(pending.result())  # answered at once (refused, or nothing to write)
-        else:
-            self._wait_for(pending)
+        self._answer(pending)
         return True
 
-    def _offset_fetch(self, payload: bytes) -> bytes | None:
-        """The OffsetFetch fast path (protocol/offset_fetch_wire.py): answered in this call. None: not a
-        shape it takes, or a group's lock is taken — the generic way."""
+    def _offset_fetch(self, payload: bytes) -> bool:
+        """The OffsetFetch fast path (protocol/offset_fetch_wire.py): answered in this call unless a group's
+        lock is taken. False: not a shape it takes — the generic way."""
         req = parse_offset_fetch(payload)
         if req is None:
-            return None
+            return False
         self._note_client_id(req.client_id)
         try:
-            return self._handlers.offset_fetch_now(req, self._access)
+            pending = self._handlers.offset_fetch_now(req, self._access)
         except Exception:
             log.exception("handler_failed", api="OffsetFetch", api_version=req.api_version,
                           correlation_id=req.correlation_id)
             raise _CloseConnection from None
+        self._answer(pending)
+        return True
+
+    def _answer(self, pending: asyncio.Future[bytes]) -> None:
+        if pending.done() and pending.exception() is None:
+            self._write(pending.result())  # answered at once
+        else:
+            self._wait_for(pending)
 
     def _rebalance_request(self, payload: bytes) -> bool:
         """JoinGroup and SyncGroup parsed by hand (protocol/group_wire.py) and handed to the runtime without a
@@ -387,10 +383,7 @@ class Connection(asyncio.Protocol):
             log.exception("handler_failed", api="JoinGroup" if isinstance(req, JoinGroupWire) else "SyncGroup",
                           api_version=req.api_version, correlation_id=req.correlation_id)
             raise _CloseConnection from None
-        if pending.done() and pending.exception() is None:
-            self._write(pending.result())  # answered at once
-        else:
-            self._wait_for(pending)
+        self._answer(pending)
         return True
 
     def _note_client_id(self, client_id: str | None) -> None:

@@ -6,6 +6,7 @@ DESCRIBE on each described group.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from coordinator_server.group.consumer.api import (
@@ -13,13 +14,16 @@ from coordinator_server.group.consumer.api import (
     ConsumerGroupHeartbeatInput,
     ConsumerGroupHeartbeatResult,
 )
+from coordinator_server.net.awaiting import as_future
 from coordinator_server.security.authorizer import Access
 from protocol import consumer_group_messages as cgm
 from protocol.errors import Errors
 
 
 class ConsumerGroupRuntime(Protocol):
-    async def consumer_group_heartbeat(self, inp: ConsumerGroupHeartbeatInput) -> ConsumerGroupHeartbeatResult: ...
+    def consumer_group_heartbeat(self, inp: ConsumerGroupHeartbeatInput,
+                                 on_result: Callable[[ConsumerGroupHeartbeatResult], None],
+                                 on_failure: Callable[[BaseException], None]) -> None: ...
     async def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]: ...
 
 
@@ -36,7 +40,7 @@ class ConsumerGroupHandlers:
                 Errors.TOPIC_AUTHORIZATION_FAILED, f"The following topics are not authorized: {', '.join(denied)}."),
                 version)
         inp = cgm.heartbeat_input(req, version, client_id, client_host)
-        return cgm.heartbeat_response(await self.runtime.consumer_group_heartbeat(inp), version)
+        return cgm.heartbeat_response(await as_future(self.runtime.consumer_group_heartbeat, inp), version)
 
     async def describe(self, req: Any, version: int, access: Access) -> Any:
         ids = list(req.group_ids)

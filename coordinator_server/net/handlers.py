@@ -31,6 +31,7 @@ from coordinator_server.group.api import (
 )
 from coordinator_server.net import sasl_gate
 from coordinator_server.net.admin_handlers import AdminHandlers, AdminRuntime
+from coordinator_server.net.awaiting import as_future
 from coordinator_server.net.cluster_metadata import ClusterMetadata
 from coordinator_server.net.consumer_group_handlers import ConsumerGroupHandlers, ConsumerGroupRuntime
 from coordinator_server.net.data_handlers import DataHandlers
@@ -63,14 +64,13 @@ _Broker = MetadataResponse.MetadataResponseBroker
 class GroupRuntime(OffsetRuntime, AdminRuntime, ConsumerGroupRuntime, Protocol):
     """The slice of coordinator_server.runtime.CoordinatorRuntime the handlers use."""
 
-    async def join_group(self, inp: JoinGroupInput) -> JoinGroupResult: ...
-    async def sync_group(self, inp: SyncGroupInput) -> SyncGroupResult: ...
-    def join_group_nowait(self, inp: JoinGroupInput, on_result: Callable[[JoinGroupResult], None],
-                          on_failure: Callable[[BaseException], None]) -> None: ...
-    def sync_group_nowait(self, inp: SyncGroupInput, on_result: Callable[[SyncGroupResult], None],
-                          on_failure: Callable[[BaseException], None]) -> None: ...
+    def join_group(self, inp: JoinGroupInput, on_result: Callable[[JoinGroupResult], None],
+                   on_failure: Callable[[BaseException], None]) -> None: ...
+    def sync_group(self, inp: SyncGroupInput, on_result: Callable[[SyncGroupResult], None],
+                   on_failure: Callable[[BaseException], None]) -> None: ...
     def heartbeat(self, inp: HeartbeatInput) -> Errors: ...
-    async def leave_group(self, inp: LeaveGroupInput) -> LeaveGroupResult: ...
+    def leave_group(self, inp: LeaveGroupInput, on_result: Callable[[LeaveGroupResult], None],
+                    on_failure: Callable[[BaseException], None]) -> None: ...
     def partition_for(self, group_id: str) -> int: ...
 
 
@@ -160,11 +160,11 @@ class RequestHandlers:
         if missing:
             raise AssertionError(f"no handler for advertised api keys {sorted(missing)}")
 
-    def offset_commit_nowait(self, req: OffsetCommitWire, access: Access) -> asyncio.Future[bytes] | None:
+    def offset_commit_nowait(self, req: OffsetCommitWire, access: Access) -> asyncio.Future[bytes]:
         """The OffsetCommit fast path (see OffsetHandlers.offset_commit_nowait)."""
         return self._offsets.offset_commit_nowait(req, access)
 
-    def offset_fetch_now(self, req: OffsetFetchWire, access: Access) -> bytes | None:
+    def offset_fetch_now(self, req: OffsetFetchWire, access: Access) -> asyncio.Future[bytes]:
         """The OffsetFetch fast path (see OffsetHandlers.offset_fetch_now)."""
         return self._offsets.offset_fetch_now(req, access)
 
@@ -425,13 +425,13 @@ class RequestHandlers:
         inp = gm.join_group_input(req, ctx.version, ctx.header.client_id, ctx.client_host)
         if not ctx.access.group("READ", inp.group_id):
             return group_wire.join_group_response(JoinGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
-        return group_wire.join_group_response(await self.runtime.join_group(inp), ctx.version)
+        return group_wire.join_group_response(await as_future(self.runtime.join_group, inp), ctx.version)
 
     async def handle_sync_group(self, req: ApiMessage, ctx: RequestContext) -> EncodedResponse:
         inp = gm.sync_group_input(req, ctx.version)
         if not _sync_authorized(inp, ctx.access):
             return group_wire.sync_group_response(SyncGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
-        return group_wire.sync_group_response(await self.runtime.sync_group(inp), ctx.version)
+        return group_wire.sync_group_response(await as_future(self.runtime.sync_group, inp), ctx.version)
 
     def rebalance_nowait(self, req: group_wire.JoinGroupWire | group_wire.SyncGroupWire, access: Access,
                          client_host: str) -> asyncio.Future[bytes]:
@@ -442,14 +442,14 @@ class RequestHandlers:
             inp = gm.join_group_input(req, req.api_version, req.client_id, client_host)
             join = _FramedAnswer("JoinGroup", req.api_version, req.correlation_id, group_wire.join_group_response)
             if access.group("READ", inp.group_id):
-                self.runtime.join_group_nowait(inp, join.result, join.failed)
+                self.runtime.join_group(inp, join.result, join.failed)
             else:
                 join.result(JoinGroupResult(Errors.GROUP_AUTHORIZATION_FAILED))
             return join.future
         sync_inp = gm.sync_group_input(req, req.api_version)
         sync = _FramedAnswer("SyncGroup", req.api_version, req.correlation_id, group_wire.sync_group_response)
         if _sync_authorized(sync_inp, access):
-            self.runtime.sync_group_nowait(sync_inp, sync.result, sync.failed)
+            self.runtime.sync_group(sync_inp, sync.result, sync.failed)
         else:
             sync.result(SyncGroupResult(Errors.GROUP_AUTHORIZATION_FAILED))
         return sync.future
@@ -471,7 +471,7 @@ class RequestHandlers:
         inp = gm.leave_group_input(req, ctx.version)
         if not ctx.access.group("READ", inp.group_id):
             return gm.leave_group_response(LeaveGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
-        return gm.leave_group_response(await self.runtime.leave_group(inp), ctx.version)
+        return gm.leave_group_response(await as_future(self.runtime.leave_group, inp), ctx.version)
 
 
 def _sync_authorized(inp: SyncGroupInput, access: Access) -> bool:

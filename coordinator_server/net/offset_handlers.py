@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from typing import Any, Final, Protocol
@@ -21,6 +22,7 @@ from coordinator_server.group.api import (
     OffsetFetchResult,
     PartitionResult,
 )
+from coordinator_server.net.awaiting import as_future
 from coordinator_server.security.authorizer import Access
 from protocol import offset_messages as om
 from protocol.errors import Errors
@@ -33,12 +35,12 @@ _observe_request_errors: Final = metrics.observe_request_errors
 
 
 class OffsetRuntime(Protocol):
-    async def offset_commit(self, inp: OffsetCommitInput) -> OffsetCommitResult: ...
-    def offset_commit_nowait(self, inp: OffsetCommitInput, on_result: Callable[[OffsetCommitResult], None],
-                             on_failure: Callable[[BaseException], None]) -> bool: ...
-    async def offset_fetch(self, inp: OffsetFetchInput) -> OffsetFetchResult: ...
-    def offset_fetch_now(self, inp: OffsetFetchInput) -> OffsetFetchResult | None: ...
-    async def offset_delete(self, inp: OffsetDeleteInput) -> OffsetDeleteResult: ...
+    def offset_commit(self, inp: OffsetCommitInput, on_result: Callable[[OffsetCommitResult], None],
+                      on_failure: Callable[[BaseException], None]) -> None: ...
+    def offset_fetch(self, inp: OffsetFetchInput, on_result: Callable[[OffsetFetchResult], None],
+                     on_failure: Callable[[BaseException], None]) -> None: ...
+    def offset_delete(self, inp: OffsetDeleteInput, on_result: Callable[[OffsetDeleteResult], None],
+                      on_failure: Callable[[BaseException], None]) -> None: ...
 
 
 class OffsetHandlers:
@@ -59,13 +61,13 @@ class OffsetHandlers:
         denied, known = self._readable(req, access)
         inp, unknown = om.offset_commit_input(om.commit_request_of(req, version), known)
         unknown = _denied_as_29(unknown, denied)
-        result = await self.runtime.offset_commit(inp) if inp.partitions else None
+        result = await as_future(self.runtime.offset_commit, inp) if inp.partitions else None
         return om.offset_commit_response(req, om.commit_result_partitions(result, unknown), version)
 
-    def offset_commit_nowait(self, req: OffsetCommitWire, access: Access) -> asyncio.Future[bytes] | None:
+    def offset_commit_nowait(self, req: OffsetCommitWire, access: Access) -> asyncio.Future[bytes]:
         """The fast path's OffsetCommit (protocol/offset_commit_wire.py): the same rules as `offset_commit`,
         answered with the framed response through a future (done at once when nothing waits for the log),
-        without a task. None, having done nothing, when the group's lock is taken: the generic path queues."""
+        without a task; queued behind the group's lock when it is taken."""
         reply = _CommitReply(req, asyncio.get_running_loop().create_future())
         if not access.group("READ", req.group_id):
             reply.answer([PartitionResult(t.name, p.partition_index, Errors.GROUP_AUTHORIZATION_FAILED)
@@ -79,8 +81,8 @@ class OffsetHandlers:
             reply.unknown = _denied_as_29(unknown, denied)
         if not inp.partitions:
             reply.answer(reply.unknown)
-        elif not self.runtime.offset_commit_nowait(inp, reply.result, reply.failed):
-            return None
+        else:
+            self.runtime.offset_commit(inp, reply.result, reply.failed)
         return reply.future
 
     async def offset_fetch(self, req: Any, version: int, access: Access) -> Any:
@@ -88,34 +90,23 @@ class OffsetHandlers:
         results = []
         for inp in om.offset_fetch_inputs(req, version):
             query, finish = self._fetch_query(inp, access)
-            results.append((inp, finish(await self.runtime.offset_fetch(query) if query is not None else None)))
+            results.append((inp, finish(await as_future(self.runtime.offset_fetch, query) if query is not None else None)))
         return om.offset_fetch_response(results, version)
 
-    def offset_fetch_now(self, req: OffsetFetchWire, access: Access) -> bytes | None:
+    def offset_fetch_now(self, req: OffsetFetchWire, access: Access) -> asyncio.Future[bytes]:
         """The fast path's OffsetFetch (protocol/offset_fetch_wire.py): the same rules as `offset_fetch`,
-        answered at once with the framed response. None, having answered nothing, when a request of one of
-        the groups holds its lock (a commit being written): the generic path then waits its turn."""
-        started = _perf_counter()
-        answers: list[FetchedGroupWire] = []
-        codes: list[int] = []
-        for g in req.groups:
+        answered with the framed response through a future: done at once unless a request of one of the
+        groups holds its lock (a commit being written), whose outcome the fetch then waits to see."""
+        reply = _FetchReply(req, asyncio.get_running_loop().create_future())
+        for i, g in enumerate(req.groups):
             inp = OffsetFetchInput(g.group_id, g.partitions, req.require_stable, req.api_version, g.member_id,
                                    g.member_epoch)
             query, finish = self._fetch_query(inp, access)
             if query is None:
-                res = finish(None)
+                reply.answer(i, inp, finish(None))
             else:
-                fetched = self.runtime.offset_fetch_now(query)
-                if fetched is None:
-                    return None
-                res = finish(fetched)
-            topics = [(name, [(o.partition, o.offset, o.leader_epoch, o.metadata, int(o.error)) for o in offsets])
-                      for name, offsets in om.fetched_by_topic(inp, res).items()]
-            answers.append((g.group_id, int(res.error), topics))
-            codes.append(int(res.error))
-            codes.extend(p[4] for _, partitions in topics for p in partitions)
-        _observe_request_errors("OffsetFetch", req.api_version, _perf_counter() - started, codes)
-        return offset_fetch_response_frame(req.correlation_id, answers)
+                self.runtime.offset_fetch(query, functools.partial(_answer_with, reply, i, inp, finish), reply.failed)
+        return reply.future
 
     def _fetch_query(self, inp: OffsetFetchInput, access: Access
                      ) -> tuple[OffsetFetchInput | None, Callable[[OffsetFetchResult | None], OffsetFetchResult]]:
@@ -138,7 +129,7 @@ class OffsetHandlers:
             return om.offset_delete_response(req, OffsetDeleteResult(Errors.GROUP_AUTHORIZATION_FAILED, []), [])
         denied, known = self._readable(req, access)
         inp, unknown = om.offset_delete_input(req, known)
-        result = await self.runtime.offset_delete(inp)
+        result = await as_future(self.runtime.offset_delete, inp)
         return om.offset_delete_response(req, result, _denied_as_29(unknown, denied))
 
 
@@ -168,6 +159,43 @@ class _CommitReply:
     def failed(self, e: BaseException) -> None:
         if not self.future.done():
             self.future.set_exception(e)
+
+
+class _FetchReply:
+    """One fast-path OffsetFetch's answer: framed once every group's result is in."""
+
+    __slots__ = ("answers", "future", "missing", "req", "started")
+
+    def __init__(self, req: OffsetFetchWire, future: asyncio.Future[bytes]) -> None:
+        self.req = req
+        self.future = future
+        self.started = _perf_counter()
+        self.answers: list[FetchedGroupWire | None] = [None] * len(req.groups)
+        self.missing = len(req.groups)
+
+    def answer(self, i: int, inp: OffsetFetchInput, res: OffsetFetchResult) -> None:
+        topics = [(name, [(o.partition, o.offset, o.leader_epoch, o.metadata, int(o.error)) for o in offsets])
+                  for name, offsets in om.fetched_by_topic(inp, res).items()]
+        self.answers[i] = (inp.group_id or "", int(res.error), topics)
+        self.missing -= 1
+        if self.missing or self.future.done():
+            return
+        answers = [a for a in self.answers if a is not None]
+        codes: list[int] = []
+        for _, error, fetched in answers:
+            codes.append(error)
+            codes.extend(p[4] for _, partitions in fetched for p in partitions)
+        self.future.set_result(offset_fetch_response_frame(self.req.correlation_id, answers))
+        _observe_request_errors("OffsetFetch", self.req.api_version, _perf_counter() - self.started, codes)
+
+    def failed(self, e: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(e)
+
+
+def _answer_with(reply: _FetchReply, i: int, inp: OffsetFetchInput,
+                 finish: Callable[[OffsetFetchResult | None], OffsetFetchResult], res: OffsetFetchResult) -> None:
+    reply.answer(i, inp, finish(res))
 
 
 def _fetched(res: OffsetFetchResult | None) -> OffsetFetchResult:

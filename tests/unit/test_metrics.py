@@ -276,6 +276,7 @@ async def test_timers_run_without_the_context_of_the_request_that_armed_them(tmp
     connection last armed the timer."""
     from coordinator_server.config import load_config
     from coordinator_server.group.api import JoinGroupInput
+    from coordinator_server.net.awaiting import as_future
     from coordinator_server.runtime import CoordinatorRuntime
 
     config = load_config(["--data-dir", str(tmp_path), "--offsets-partitions", "1", "--fsync", "never",
@@ -287,7 +288,7 @@ async def test_timers_run_without_the_context_of_the_request_that_armed_them(tmp
     try:
         async def connection() -> None:
             structlog.contextvars.bind_contextvars(peer="10.0.0.1:5555", client_id="armed-it")
-            result = await runtime.join_group(JoinGroupInput(
+            result = await as_future(runtime.join_group, JoinGroupInput(
                 "g", "", None, 50, 50, "consumer", (("range", b""),), 3, "armed-it", "/10.0.0.1", None))
             assert result.error is Errors.NONE
 

@@ -13,6 +13,7 @@ from kafka.protocol.consumer import OffsetFetchRequest
 
 from coordinator_server.config import load_config
 from coordinator_server.group.api import CommitPartition, OffsetCommitInput
+from coordinator_server.net.awaiting import as_future
 from coordinator_server.net.offset_handlers import OffsetHandlers
 from coordinator_server.runtime import CoordinatorRuntime
 from coordinator_server.security.acls import Acl
@@ -37,7 +38,7 @@ async def runtime(tmp_path: Path) -> AsyncIterator[CoordinatorRuntime]:
 
 
 async def commit(rt: CoordinatorRuntime, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    result = await rt.offset_commit(OffsetCommitInput(group, -1, "", None, -1, tuple(
+    result = await as_future(rt.offset_commit, OffsetCommitInput(group, -1, "", None, -1, tuple(
         CommitPartition(t, p, o, 7, f"m{o}") for (t, p), o in offsets.items()), 8))
     assert {r.error for r in result.partitions} == {Errors.NONE}
 
@@ -82,19 +83,19 @@ async def test_fast_path_answers_what_the_generic_path_answers(runtime: Coordina
             assert parsed is not None
             for access in accesses:
                 fast = handlers.offset_fetch_now(parsed, access)
-                assert fast is not None
-                assert fast == await generic(handlers, raw, access), (version, groups, access.principal)
+                assert fast.done()  # no lock held: answered in the call
+                assert fast.result() == await generic(handlers, raw, access), (version, groups, access.principal)
 
 
-async def test_fast_path_steps_aside_while_the_groups_lock_is_held(runtime: CoordinatorRuntime) -> None:
+async def test_fetch_waits_behind_the_groups_lock_holder(runtime: CoordinatorRuntime) -> None:
     handlers = OffsetHandlers(runtime, lambda t, p: p < KNOWN.get(t, 0))
     parsed = parse_offset_fetch(payload(8, [("g1", {"a": [0]})]))
     assert parsed is not None
-    async with runtime.locks.hold("g1"):
-        assert handlers.offset_fetch_now(parsed, Access(None)) is None
-        # The generic path queues behind the holder and then sees its outcome.
-        waiting = asyncio.create_task(generic(handlers, payload(8, [("g1", {"a": [0]})]), Access(None)))
-        await asyncio.sleep(0.01)
-        assert not waiting.done()
-    await waiting
-    assert handlers.offset_fetch_now(parsed, Access(None)) is not None
+    assert runtime.locks.hold_or_queue("g1", lambda: None) is None  # a request of g1 holds its lock
+    waiting = handlers.offset_fetch_now(parsed, Access(None))
+    other = handlers.offset_fetch_now(parse_offset_fetch(payload(8, [("g2", {"b": [1]})])), Access(None))
+    await asyncio.sleep(0.01)
+    assert not waiting.done() and other.done()  # only g1's fetch waits to see the holder's outcome
+    runtime.locks.release("g1")
+    assert await waiting == await generic(handlers, payload(8, [("g1", {"a": [0]})]), Access(None))
+    assert len(runtime.locks) == 0

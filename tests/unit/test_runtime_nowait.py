@@ -1,8 +1,7 @@
-"""CoordinatorRuntime._parked_nowait, the JoinGroup/SyncGroup fast path without a task: the same order of
-effects as `_parked_call`. A reply goes out only once the call's own appends are durable; a request that finds
-the group's lock taken waits its turn behind everyone already waiting, whichever path they came by (queued
-fast-path requests run as a batch, a slice per loop callback); a bug in the core or in a write fails the
-request and frees the lock."""
+"""CoordinatorRuntime._schedule_write, every group request's one entry, without a task. A reply goes out only
+once the call's own appends are durable; a request that finds the group's lock taken waits its turn behind
+everyone already waiting, whether its caller awaits the answer or takes it by callback (queued requests run as
+a batch, a slice per loop callback); a bug in the core or in a write fails the request and frees the lock."""
 from __future__ import annotations
 
 import asyncio
@@ -11,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from coordinator_server.net.awaiting import as_future
 from coordinator_server.runtime import CoordinatorRuntime
 from coordinator_server.storage import StorageError
 from tests.unit.test_runtime_appends import FakeCore, FakeLog
@@ -47,7 +47,10 @@ class Calls:
         return call
 
     def nowait(self, runtime: CoordinatorRuntime, name: str, **kwargs: Any) -> None:
-        runtime._parked_nowait("g", self.handle(**kwargs), name, self.results.append, self.failures.append)
+        runtime._schedule_write("g", self.handle(**kwargs), name, self.results.append, self.failures.append)
+
+    def awaited(self, runtime: CoordinatorRuntime, name: str) -> asyncio.Future[str]:
+        return as_future(lambda inp, ok, fail: runtime._schedule_write("g", self.handle(), inp, ok, fail), name)
 
 
 async def test_a_reply_given_at_once_waits_for_the_calls_own_appends(setup: Any) -> None:
@@ -67,7 +70,7 @@ async def test_a_parked_reply_goes_out_when_it_comes(setup: Any) -> None:
     calls.nowait(runtime, "parked-join", reply_now=False)
     assert calls.results == [] and len(runtime.locks) == 0  # nothing written: the lock is free again
     calls.replies["parked-join"]("joined")
-    calls.replies["parked-join"]("a second reply")  # only the first counts, as in _parked_call
+    calls.replies["parked-join"]("a second reply")  # only the first counts
     assert calls.results == ["joined"]
 
 
@@ -75,8 +78,7 @@ async def test_requests_that_find_the_lock_taken_wait_their_turn_in_order(setup:
     runtime, log, core = setup
     calls = Calls(core)
     calls.nowait(runtime, "a", emit=True)  # holds the group's lock until its record is durable
-    awaiting = asyncio.get_running_loop().create_task(
-        runtime._parked_call("g", lambda now, reply: calls.handle()("b", now, reply)))
+    awaiting = calls.awaited(runtime, "b")
     await asyncio.sleep(0)
     calls.nowait(runtime, "c")
     calls.nowait(runtime, "d", emit=True)
@@ -117,8 +119,7 @@ async def test_a_long_queue_runs_in_order_a_slice_per_loop_callback(setup: Any) 
     names = [f"join-{i}" for i in range(200)]
     for name in names:
         calls.nowait(runtime, name)
-    awaiting = asyncio.get_running_loop().create_task(
-        runtime._parked_call("g", lambda now, reply: calls.handle()("leave", now, reply)))
+    awaiting = calls.awaited(runtime, "leave")
     await asyncio.sleep(0)
     log.done("record")
     await asyncio.sleep(0)
