@@ -1,4 +1,5 @@
-"""CoordinatorRuntime's durable appends: one future per drain, completed from the log's round callback.
+"""CoordinatorRuntime's durable appends (runtime/appends.py): one future per drain, completed from the
+log's round callback.
 
 A fake log records what is submitted and lets the test play the writer (calling each append's callback);
 a fake core emits appends. What must hold: a drain resolves only once its appends, and the appends their
@@ -89,7 +90,7 @@ async def setup() -> tuple[CoordinatorRuntime, FakeLog, FakeCore]:
 async def drain_as(runtime: CoordinatorRuntime, request: str) -> asyncio.Task[None]:
     def start() -> asyncio.Task[None]:
         REQUEST.set(request)
-        return asyncio.get_running_loop().create_task(runtime._drain_appends())
+        return asyncio.get_running_loop().create_task(runtime.appends.drain())
 
     task = contextvars.copy_context().run(start)
     await asyncio.sleep(0)
@@ -115,7 +116,7 @@ async def test_a_drain_resolves_once_its_appends_and_their_follow_ups_are_durabl
     # Each completion ran in the context of the request that caused it, not the writer's.
     assert core.completed == [("a", Errors.NONE, "req-1"), ("b", Errors.NONE, "req-1"),
                               ("a-follow-up", Errors.NONE, "req-1")]
-    assert not runtime._writes
+    assert runtime.appends.pending == 0
 
 
 async def test_write_errors_map_as_before_and_refusals_complete_after_every_submit(setup: Any) -> None:

@@ -1,4 +1,4 @@
-"""CoordinatorRuntime._schedule_write, every group request's one entry, without a task. A reply goes out only
+"""GroupScheduler.write (runtime/scheduler.py), every group request's one entry, without a task. A reply goes out only
 once the call's own appends are durable; a request that finds the group's lock taken waits its turn behind
 everyone already waiting, whether its caller awaits the answer or takes it by callback (queued requests run as
 a batch, a slice per loop callback); a bug in the core or in a write fails the request and frees the lock."""
@@ -47,10 +47,10 @@ class Calls:
         return call
 
     def nowait(self, runtime: CoordinatorRuntime, name: str, **kwargs: Any) -> None:
-        runtime._schedule_write("g", self.handle(**kwargs), name, self.results.append, self.failures.append)
+        runtime._scheduler.write("g", self.handle(**kwargs), name, self.results.append, self.failures.append)
 
     def awaited(self, runtime: CoordinatorRuntime, name: str) -> asyncio.Future[str]:
-        return as_future(lambda inp, ok, fail: runtime._schedule_write("g", self.handle(), inp, ok, fail), name)
+        return as_future(lambda inp, ok, fail: runtime._scheduler.write("g", self.handle(), inp, ok, fail), name)
 
 
 async def test_a_reply_given_at_once_waits_for_the_calls_own_appends(setup: Any) -> None:

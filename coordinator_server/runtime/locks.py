@@ -1,0 +1,69 @@
+"""Per-group locks: requests of one group (join, sync, leave, commit) are serialized by that group's lock,
+held across the durable append their call produced, so a response never goes out before the records its
+request caused are durable and the next request of that group sees the outcome, while other groups never
+wait on it."""
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+
+
+class KeyedLocks:
+    """One FIFO lock per key, created on demand and dropped when nobody holds or waits for it. Held and
+    handed over through callbacks, never awaited: the request path has no task of its own."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, _KeyLock] = {}
+
+    def busy(self, key: str) -> bool:
+        """Whether anybody holds or waits for `key`."""
+        return key in self._locks
+
+    def hold_or_queue(self, key: str, on_held: Callable[[], None]) -> QueuedCaller | None:
+        """Take `key` now if nobody holds or waits for it (None); else queue for it, and `on_held` is called
+        once it is handed over (from the release that hands it over, not a later loop turn). Either way the
+        caller then calls `release(key)`."""
+        lock = self._locks.get(key)
+        if lock is None:
+            self._locks[key] = _KeyLock()
+            return None
+        waiter = QueuedCaller(on_held)
+        lock.waiters.append(waiter)
+        return waiter
+
+    def release(self, key: str) -> None:
+        """Hand `key` to its first waiter, or drop it when nobody waits."""
+        waiters = self._locks[key].waiters
+        if waiters:
+            waiters.popleft().hand_over()
+        else:
+            del self._locks[key]
+
+    def last_waiter(self, key: str) -> QueuedCaller | None:
+        """The waiter queued last for `key`, if any."""
+        lock = self._locks.get(key)
+        return lock.waiters[-1] if lock is not None and lock.waiters else None
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+class QueuedCaller:
+    """A waiter of `KeyedLocks.hold_or_queue`: called back when handed the lock."""
+
+    __slots__ = ("on_held",)
+
+    def __init__(self, on_held: Callable[[], None]) -> None:
+        self.on_held = on_held
+
+    def hand_over(self) -> None:
+        self.on_held()
+
+
+class _KeyLock:
+    """A held lock and its FIFO of waiters; release hands it straight to the first."""
+
+    __slots__ = ("waiters",)
+
+    def __init__(self) -> None:
+        self.waiters: collections.deque[QueuedCaller] = collections.deque()
