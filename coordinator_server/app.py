@@ -23,7 +23,7 @@ from coordinator_server.net.offsets_topic import OffsetsTopic
 from coordinator_server.net.replica_handlers import ReplicaHandlers
 from coordinator_server.net.server import ConnectionLimits, CoordinatorServer
 from coordinator_server.security.listeners import ListenerSpec
-from coordinator_server.security.setup import SecuritySettings, build_security
+from coordinator_server.security_settings import SecuritySettings, build_security
 from coordinator_server.storage.group_commit import GroupCommitWriter
 from coordinator_server.topics.group_image import StoreTopicsImage
 from coordinator_server.topics.store import StoreConfig, TopicStore

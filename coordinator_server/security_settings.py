@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coordinator_server.config import Config
-
-from .acls import parse_acls
-from .auth_throttle import AuthFailureThrottle
-from .authorizer import Authorizer
-from .files import ReloadingFile
-from .listeners import ListenerSpec, parse_listeners, server_ssl_context
-from .sasl import SaslConfig, parse_mechanisms
-from .users import parse_users
+from coordinator_server.security.acls import parse_acls
+from coordinator_server.security.auth_throttle import AuthFailureThrottle
+from coordinator_server.security.authorizer import Authorizer
+from coordinator_server.security.files import ReloadingFile
+from coordinator_server.security.listeners import ListenerSpec, parse_listeners, server_ssl_context
+from coordinator_server.security.sasl import SaslConfig, parse_mechanisms
+from coordinator_server.security.users import parse_users
 
 
 @dataclass(frozen=True)
