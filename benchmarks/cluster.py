@@ -31,6 +31,7 @@ from tests.kafka.broker import call, recv_exactly
 
 from . import wire
 from .procs import PY, ROOT, Server, run_loadgen
+from .wire import COMMIT_TOPIC
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -44,7 +45,6 @@ with warnings.catch_warnings():
 NODES = 3
 ZK_SESSION_MS = 3_000  # --zookeeper-session-timeout-ms: how long a kill -9 goes unnoticed
 MEMBER_SESSION_MS = 45_000  # session.timeout.ms, Kafka's default since 3.0
-COMMIT_TOPIC = "bench-topic"
 EVENTS = frozenset({"became_leader", "coordinator_partition_loaded"})
 READY_TIMEOUT_S = 60.0
 

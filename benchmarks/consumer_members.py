@@ -47,11 +47,10 @@ from typing import Any
 import uvloop
 
 from . import consumer_heartbeat as hb
-from .members import _FrameConn, connect, open_member_connection
+from .members import RETRY_BACKOFF_S, _FrameConn, connect, open_member_connection
 from .scenarios import _CpuSampler, _measured
 
 REBALANCE_TIMEOUT_MS = 300_000  # the Java client's max.poll.interval.ms
-RETRY_BACKOFF_S = 0.1  # retry.backoff.ms, for an answer with another error
 RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 DESCRIBE_TIMEOUT_S = 15.0
 LEAVE_TIMEOUT_S = 20.0

@@ -37,7 +37,7 @@ from typing import Any
 
 import uvloop
 
-from .members import MEMBER_ID_REQUIRED, REJOIN, _Conn
+from .members import HEARTBEAT_INTERVAL_S, MEMBER_ID_REQUIRED, REJOIN, RETRY_BACKOFF_S, _Conn
 from .wire import (
     JOIN_VERSION,
     SYNC_VERSION,
@@ -53,8 +53,6 @@ with warnings.catch_warnings():
     from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
     from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
-RETRY_BACKOFF_S = 0.1  # retry.backoff.ms
-HEARTBEAT_INTERVAL_S = 3.0  # heartbeat.interval.ms, Kafka's default
 COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_GONE = {15, 16}  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 UNKNOWN_MEMBER_ID = 25

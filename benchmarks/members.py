@@ -44,13 +44,14 @@ from .wire import (
 
 MEMBER_ID_REQUIRED = 79
 REJOIN = {22, 25, 27}  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS
-SESSION_MS = 1_800_000
+SESSION_MS = 1_800_000  # members must not expire while a run lasts
 # A synced member heartbeats every heartbeat.interval.ms, as a consumer does: Kafka's default, 3 s, whatever
 # the group's size. (An earlier version scaled the interval with the group, 0.5 s at 5,000 members, and
 # heartbeated only while some JoinGroup was parked; neither is what a client does.) A member synced in an
 # earlier generation learns of the next rebalance only from a heartbeat, so it would add up to 3 s to the
 # figure; each run reports how many heartbeats were sent and its generations' timeline, so such a run shows.
 HEARTBEAT_INTERVAL_S = 3.0
+RETRY_BACKOFF_S = 0.1  # retry.backoff.ms, Kafka's default: after an answer with a retriable error
 
 
 class _Conn:

@@ -36,8 +36,10 @@ from coordinator_server.storage import CoordinatorLog
 from coordinator_server.storage.codec import encode_record
 from coordinator_server.storage.log import PartitionLog
 
+from .wire import COMMIT_TOPIC
+
 PARTITIONS = 50
-TOPIC = "bench-topic"
+TOPIC = COMMIT_TOPIC
 _MARK = "GGGGGGGG"  # replaced by the group number, 8 digits
 
 

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from . import preload, wire
+from .members import SESSION_MS
 from .procs import PY, ROOT, Floor, Peer, Server, rss_bytes, run_json, run_loadgen
+from .wire import COMMIT_TOPIC
 
 MAX_SESSION_MS = 3_600_000
-SESSION_MS = 1_800_000  # members must not expire while a run lasts
 MEMBERS_PER_GROUP = 100
 
 
@@ -258,7 +259,6 @@ def rebalance_runs(pid: int, host: str, port: int, sizes: list[int], repeats: in
 
 # -- durable offset commits -------------------------------------------------------------------------
 
-COMMIT_TOPIC = "bench-topic"
 
 
 def _drive_committers(scale: Scale, pid: int, port: int, committers: int, *, warmup_s: float | None = None,

@@ -10,6 +10,9 @@ import struct
 import warnings
 from typing import Any, NamedTuple
 
+# The topic every benchmark commit names, on the server, the floors and Kafka alike.
+COMMIT_TOPIC = "bench-topic"
+
 with warnings.catch_warnings():
     # kafka-python 3.0.12 loads its schemas with deprecated importlib.resources calls on first import.
     warnings.simplefilter("ignore", DeprecationWarning)
