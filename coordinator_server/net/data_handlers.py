@@ -35,7 +35,7 @@ from coordinator_server.security.authorizer import Access
 from coordinator_server.storage.errors import StorageError
 from coordinator_server.storage.group_commit import Appended, GroupCommitWriter
 from coordinator_server.topics.delayed_fetch import DelayedFetch
-from coordinator_server.topics.leadership import Leadership, SoleLeader
+from coordinator_server.topics.leadership import Leadership
 from coordinator_server.topics.partition import AppendResult, Partition
 from coordinator_server.topics.registry import OFFSETS_TOPIC, Topic
 from coordinator_server.topics.store import TopicStore
@@ -90,21 +90,22 @@ class _FetchTarget:
 
 
 class DataHandlers:
-    def __init__(self, store: TopicStore, writer: GroupCommitWriter, runtime: TimerHost, node_id: int) -> None:
+    def __init__(self, store: TopicStore, writer: GroupCommitWriter, runtime: TimerHost, node_id: int,
+                 fetch_purgatory: DelayedOperationPurgatory[DelayedFetch], offsets_topic: OffsetsTopic,
+                 leadership: Leadership, admin: ClusterTopicAdmin | None) -> None:
         self.store = store
         self.writer = writer
         self.runtime = runtime
         self.node_id = node_id
-        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
-            "Fetch", runtime.timer)
-        self.leadership: Leadership = SoleLeader()
-        self.admin: ClusterTopicAdmin | None = None  # set when this node joins a cluster
-        self.offsets_topic: OffsetsTopic | None = None  # `__consumer_offsets` read as a topic (offsets_topic.py)
+        self.fetch_purgatory = fetch_purgatory
+        self.leadership = leadership  # this node (SoleLeader), or in a cluster the replica managers
+        self.admin = admin  # None on one node
+        self.offsets_topic = offsets_topic  # `__consumer_offsets` read as a topic (offsets_topic.py)
 
     def _partition(self, topic: str, index: int) -> Partition | None:
         """A partition a consumer may read: the topic store's, or a view of the coordinator's log."""
         if topic == OFFSETS_TOPIC:
-            return self.offsets_topic.partition(index) if self.offsets_topic is not None else None
+            return self.offsets_topic.partition(index)
         return self.store.partition(topic, index)
 
     def on_offsets_append(self, partition: int) -> None:
