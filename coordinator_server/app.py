@@ -166,7 +166,7 @@ def _hand_to_runtime(runtime: CoordinatorRuntime, store: TopicStore, data: DataH
     in a cluster an append completes once the replica manager has it replicated. They move into the
     runtime's constructor once `CoordinatorRuntime.open` takes them as late-bound arguments."""
     runtime.attach_topics(StoreTopicsImage(store))
-    runtime.log.append_listener = data.on_offsets_append
+    runtime.log.append_listener = data.fetch.on_offsets_append
     if cluster is not None:
         runtime.replication = cluster.replicas
 
