@@ -48,6 +48,7 @@ COMPILED_MODULES = [
     "coordinator_server/storage/coordinator_log.py",
     "coordinator_server/storage/batch.py",
     "coordinator_server/storage/log.py",
+    "coordinator_server/storage/log_reads.py",
     "coordinator_server/storage/segment.py",
     "coordinator_server/storage/index.py",
     "coordinator_server/storage/group_commit.py",

@@ -3,9 +3,9 @@ sockets, without the sockets, the load generator's process or the machine's othe
 
     python -m benchmarks.rebalance_cpu MEMBERS [--repeat K] [--profile OUT.prof]
 
-The server's own objects, built as `app.serve` builds them (runtime, topic store, request handlers, one
-`Connection` per member, logging at warning as the bench runs it), are driven through
-`Connection.data_received` with transports that only hand the answers back. The members act as
+The server's own objects, built by `app.build` as for `app.serve` (runtime, topic store, request handlers;
+the listeners' sockets bound and never served), one `Connection` per member and logging at warning as the
+bench runs it, are driven through `Connection.data_received` with transports that only hand the answers back. The members act as
 `benchmarks/members.py`'s do, with the same frames (`benchmarks/wire.py`): JoinGroup v5 with KIP-394's
 MEMBER_ID_REQUIRED round trip, the leader assigns every member, SyncGroup v3, a member whose SyncGroup or
 heartbeat is answered REBALANCE_IN_PROGRESS joins again; `--initial-rebalance-delay-ms 0` and fsync `always`. The figure
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import cProfile
-import gc
 import json
 import shutil
 import sys
@@ -27,18 +26,13 @@ from typing import Any
 
 import uvloop
 
-from coordinator_server.app import GC_THRESHOLDS, store_config
+from coordinator_server.app import build
 from coordinator_server.cli import configure_logging
 from coordinator_server.config import Config
 from coordinator_server.group.api import LeaveGroupInput, LeaveMember
 from coordinator_server.net.awaiting import as_future
 from coordinator_server.net.connection import Connection
-from coordinator_server.net.data_handlers import DataHandlers
-from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
-from coordinator_server.runtime import CoordinatorRuntime
-from coordinator_server.storage.group_commit import GroupCommitWriter
-from coordinator_server.topics.group_image import StoreTopicsImage
-from coordinator_server.topics.store import TopicStore
+from coordinator_server.net.handlers import RequestHandlers
 
 from .members import HEARTBEAT_INTERVAL_S, MEMBER_ID_REQUIRED, REJOIN, SESSION_MS
 from .wire import heartbeat_frame, join_frame, read_join_answer, sync_error, sync_frame
@@ -176,16 +170,10 @@ class _Member:
 async def measure(size: int, repeat: int, profile_to: str | None = None) -> dict[str, Any]:
     data_dir = tempfile.mkdtemp(prefix="rebalance-cpu-")
     try:
-        config = Config(data_dir=data_dir, initial_rebalance_delay_ms=0, max_session_timeout_ms=SESSION_MS)
-        runtime = await CoordinatorRuntime.open(config)
-        store = TopicStore.open(store_config(config), runtime.log.partitions, config.topics)
-        runtime.attach_topics(StoreTopicsImage(store))
-        gc.collect(1)
-        gc.freeze()  # as app._settle_heap does after start-up
-        gc.set_threshold(*GC_THRESHOLDS)
-        writer = GroupCommitWriter(config.fsync, "topic_store")
-        data = DataHandlers(store, writer, runtime, config.node_id)
-        handlers = RequestHandlers(runtime, store, BrokerEndpoint(0, "127.0.0.1", 9092), config.cluster_id, data)
+        config = Config(data_dir=data_dir, host="127.0.0.1", port=0, initial_rebalance_delay_ms=0,
+                        max_session_timeout_ms=SESSION_MS)
+        node = await build(config)  # the listeners' sockets are bound, never served: the bench has none
+        runtime, handlers = node.runtime, node.handlers
         loop = asyncio.get_running_loop()
         runs = []
         for r in range(repeat):
@@ -208,9 +196,7 @@ async def measure(size: int, repeat: int, profile_to: str | None = None) -> dict
                 LeaveMember(m.member_id, None) for m in members), 3))
             for m in members:
                 m.connection.connection_lost(None)
-        await writer.close([p.target for p in store.partitions()])
-        store.close()
-        await runtime.close()
+        await node.close_unserved()
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     cpu = sorted(r["server_cpu_s"] for r in runs)

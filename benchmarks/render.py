@@ -1,29 +1,18 @@
 """Figures, the results table, the rebalance plot and docs/performance.md, all from one results JSON."""
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .procs import ROOT
+from .render_cells import TARGETS, cpu_cell, met
+from .render_kafka import kafka_cells, kafka_cluster_cells, kafka_cluster_rows, kafka_rows
+from .render_rows import cluster_rows, consumer_rows, consumer_wire_rows, pipeline_rows
 
 DOC = ROOT / "docs" / "performance.md"
 PLOT = ROOT / "docs" / "performance-rebalance.png"
 FINDINGS = ROOT / "benchmarks" / "findings.md"
-
-TARGETS = {
-    "heartbeat_vs_floor": 0.6,
-    "heartbeat_vs_peer": 1.0,
-    "rebalance_growth": 11.0,  # issue 16 (12 before it)
-    "rebalance_5000_vs_before": 0.5,  # issue 16: half the time of the run before the speed work
-    "bytes_per_member": 2048.0,
-    "group_commit_gain": 20.0,
-    "commit_cpu_us": 35.0,
-    "recovery_after_rps": 1_000_000.0,
-    "pipeline_vs_replay": 0.5,
-}
 
 
 def _before_rebalance_s(n: int, before_path: Path | None = None) -> float | None:
@@ -192,15 +181,6 @@ def before_after(res: dict[str, Any], before_path: Path = BEFORE) -> str:
     return "\n".join(lines)
 
 
-def _cpu(run: dict[str, Any]) -> str:
-    us = run.get("server_cpu_us_per_request")
-    return f", {us:.1f} µs CPU each" if us is not None else ""
-
-
-def _met(ok: bool) -> str:
-    return "met" if ok else "**not met**"
-
-
 def table(res: dict[str, Any]) -> str:
     """The results, each row with its "x Kafka" cell last (— where Kafka has no such figure)."""
     cells = kafka_cells(res) | kafka_cluster_cells(res)
@@ -213,135 +193,6 @@ def table(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _ratio(x: float | None, y: float | None) -> float | None:
-    return x / y if x and y else None
-
-
-def kafka_cells(res: dict[str, Any]) -> dict[str, str]:
-    """Per row label, the server against Apache Kafka in the same run: its rate over Kafka's, or Kafka's time
-    over its own, so above 1 the server is ahead. Commits say which durability each side gave."""
-    k = res.get("kafka")
-    if not k:
-        return {}
-    cells: dict[str, str] = {}
-    kafka_hb = {h["members"]: h for h in k.get("heartbeat", [])}
-    for s in (res.get("heartbeat") or {}).get("server", []):
-        if s["members"] in kafka_hb and (r := _ratio(s["rps"], kafka_hb[s["members"]]["rps"])):
-            cells[f"heartbeat, {s['members']:,} members"] = f"{r:.2f}x"
-    kafka_rb = {r["members"]: r for r in k.get("rebalance", [])}
-    for r in res.get("rebalance", []):
-        if r["members"] in kafka_rb and (x := _ratio(kafka_rb[r["members"]]["seconds"], r["seconds"])):
-            cells[f"rebalance, {r['members']:,} members"] = f"{x:.2f}x"
-    ours = {(c["fsync"], c["committers"]): c["rps"] for c in res.get("commits", [])}
-    theirs = {(c["flush"], c["committers"]): c["rps"] for c in k.get("commits", [])}
-    for n in sorted({c for _, c in ours}):
-        parts = []
-        for label, server, kafka in (("defaults (server flushes each commit, Kafka none)", "always", "never"),
-                                     ("flush each write on both", "always", "always"),
-                                     ("no flush on both", "never", "never")):
-            if (x := _ratio(ours.get((server, n)), theirs.get((kafka, n)))):
-                parts.append(f"{x:.2f}x {label}")
-        if parts:
-            cells[f"durable commits, {n} committers"] = "; ".join(parts)
-    rec, krec = res.get("recovery"), k.get("recovery")
-    if rec and krec and (x := _ratio(rec["records_per_s_before"], krec["records_per_s"])):
-        # Kafka's log is the one the server loads before compaction: the cleaner never reached its active
-        # segments, so only that row has a like for like.
-        cells[f"recovery, {rec['records']:,} commits / {rec['keys']:,} keys, before compaction"] = f"{x:.2f}x"
-    return cells
-
-
-def kafka_rows(k: dict[str, Any] | None) -> list[str]:
-    """Kafka's own figures, the baselines of the "x Kafka" cells."""
-    if not k:
-        return []
-    if "version" not in k:
-        return [f"| Apache Kafka | failed: {_one_line(k.get('error', 'no result'))} | — | — | — |"]
-    name = f"Apache Kafka {k['version']}"
-    rows = [f"| {name}, {e['part']} | failed: {_one_line(e['error'])} | — | — | — |" for e in k.get("errors", [])]
-    for h in k.get("heartbeat", []):
-        rows.append(f"| heartbeat, {name}, {h['members']:,} members | {h['rps']:,.0f}/s, p50 {h['p50_us']:.0f} µs, "
-                    f"p99 {h['p99_us']:.0f} µs{_cpu(h)} (enrolled in {h['enroll_s']:.0f} s) | — | — | — |")
-    for r in k.get("rebalance", []):
-        rows.append(f"| rebalance, {name}, {r['members']:,} members | {r['seconds'] * 1000:,.0f} ms | — | — | — |")
-    for n, figure in _kafka_commit_figures(k.get("commits", []), _cpu):
-        rows.append(f"| commits, {name}, {n} committers | {figure} | — | — | — |")
-    if rec := k.get("recovery"):
-        rows.append(f"| recovery, {name}, {rec['records']:,} commits / {rec['keys']:,} keys | "
-                    f"{rec['startup_s']:.1f} s start-up (empty: {rec['empty_startup_s']:.1f} s) | "
-                    f"{rec['records_per_s']:,.0f} records/s | — | — |")
-    return rows
-
-
-def kafka_cluster_cells(res: dict[str, Any]) -> dict[str, str]:
-    """The server's cluster rows against Kafka's three-node cluster (benchmarks/kafka_cluster.py): replicated
-    commits at the same committers (the server's rate over Kafka's), the failover (Kafka's time over the
-    server's), so above 1 the server is ahead."""
-    cl, kc = res.get("cluster"), res.get("kafka_cluster")
-    if not cl or not kc or "error" in cl or "version" not in kc:
-        return {}
-    cells: dict[str, str] = {}
-    theirs = {(c["flush"], c["committers"]): c["rps"] for c in kc.get("commits", [])}
-    for c in cl["commits"]:
-        n = c["committers"]
-        parts = [f"{x:.2f}x {label}" for label, flush in (
-            ("defaults (server fsyncs each commit, Kafka's cluster none)", "never"),
-            ("flush each write on both", "always")) if (x := _ratio(c["cluster"]["rps"], theirs.get((flush, n))))]
-        if parts:
-            cells[f"replicated commits (3 nodes, RF 3, min ISR 2) vs single node, {n} committers"] = "; ".join(parts)
-    fo, kfo = cl["failover"], kc.get("failover")
-    if kfo and kfo["groups"] == fo["groups"] and (x := _ratio(kfo["seconds"], fo["seconds"])):
-        cells[f"cluster failover, {fo['groups']:,} groups"] = (
-            f"{x:.2f}x (Kafka {kfo['seconds']:.2f} s; 3 s to notice the kill on both)")
-    return cells
-
-
-def kafka_cluster_rows(kc: dict[str, Any] | None) -> list[str]:
-    """Kafka's own cluster figures, the baselines of the cluster rows' "x Kafka" cells."""
-    if not kc:
-        return []
-    if "version" not in kc:
-        return [f"| Apache Kafka cluster | failed: {_one_line(kc.get('error', 'no result'))} | — | — | — |"]
-    name = f"Apache Kafka {kc['version']} cluster (3 KRaft nodes, RF 3, min ISR 2)"
-    rows = [f"| {name}, {e['part']} | failed: {_one_line(e['error'])} | — | — | — |" for e in kc.get("errors", [])]
-    for n, figure in _kafka_commit_figures(kc.get("commits", []), _errors):
-        rows.append(f"| replicated commits, {name}, {n} committers | {figure} | — | — | — |")
-    fo = kc.get("failover")
-    if fo:
-        session = fo["broker_session_timeout_ms"]
-        rows += [
-            f"| cluster failover, {name}, {fo['groups']:,} groups | {fo['seconds']:.2f} s from kill -9 to the last "
-            f"of its {fo['moved']:,} groups Stable on its new coordinator (first {fo['first_s']:.2f} s, p50 "
-            f"{fo['p50_s']:.2f} s; {fo['rejoins']} rejoins"
-            f"{'; it was also the active controller' if fo.get('victim_was_controller') else ''}) | "
-            f"broker session timeout {session:,} ms | {fo['seconds'] * 1000 / session:.2f}x the session timeout | — |",
-            f"| cluster failover, {name}, partition load on the new leader | {_ms(fo['partition_load_s_max'])} the "
-            f"slowest of {fo['partitions_moved']} partitions (median {_ms(fo['partition_load_s_median'])}) | — | — "
-            f"| — |",
-        ]
-    return rows
-
-
-def _kafka_commit_figures(commits: list[dict[str, Any]],
-                          extra: Callable[[dict[str, Any]], str]) -> list[tuple[int, str]]:
-    """Per committer count, Kafka's commit figures at its default (no flush) and with a flush each write,
-    each with `extra` (its CPU, its errors) appended."""
-    by_n: dict[int, dict[str, dict[str, Any]]] = {}
-    for c in commits:
-        by_n.setdefault(c["committers"], {})[c["flush"]] = c
-    return [(n, ", ".join(f"{c[f]['rps']:,.0f}/s, p50 {c[f]['p50_us']:,.0f} µs{extra(c[f])} ({what})"
-                          for f, what in (("never", "its default: no flush"), ("always", "a flush each write"))
-                          if f in c)) for n, c in sorted(by_n.items())]
-
-
-def _one_line(error: str, limit: int = 240) -> str:
-    """An error's last line (a traceback ends with the exception), fit for a table cell."""
-    lines = [line.strip() for line in error.replace("\\n", "\n").splitlines() if line.strip()]
-    raised = [line for line in lines if re.match(r"\w+(Error|Exception)\b", line)]
-    text = (raised or lines or [error])[-1].replace("|", "/")
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
 def _rows(res: dict[str, Any]) -> list[str]:
     """The table's rows without their "x Kafka" cell (and without the header, which `table` writes)."""
     f = res.get("figures") or figures(res)
@@ -351,57 +202,57 @@ def _rows(res: dict[str, Any]) -> list[str]:
         fl, pe = hb["floor"], hb["peer"]
         kind = "asyncio.Protocol" if fl.get("kind") == "protocol" else "asyncio streams"
         lines.append(f"| heartbeat, floor (canned answer) | {fl['rps']:,.0f}/s, p50 {fl['p50_us']:.0f} µs, "
-                     f"p99 {fl['p99_us']:.0f} µs{_cpu(fl)} ({kind}) | — | — | — |")
+                     f"p99 {fl['p99_us']:.0f} µs{cpu_cell(fl)} ({kind}) | — | — | — |")
         if "floor_streams" in hb:
             fs = hb["floor_streams"]
             lines.append(f"| heartbeat, streams floor (the floor of earlier rounds) | {fs['rps']:,.0f}/s, "
-                         f"p50 {fs['p50_us']:.0f} µs, p99 {fs['p99_us']:.0f} µs{_cpu(fs)} | — | — | — |")
+                         f"p50 {fs['p50_us']:.0f} µs, p99 {fs['p99_us']:.0f} µs{cpu_cell(fs)} | — | — | — |")
         lines.append(f"| heartbeat, peer (librdkafka {pe['librdkafka']} mock, {pe['members']:,} members) | "
-                     f"{pe['rps']:,.0f}/s, p50 {pe['p50_us']:.0f} µs, p99 {pe['p99_us']:.0f} µs{_cpu(pe)} | — | — | — |")
+                     f"{pe['rps']:,.0f}/s, p50 {pe['p50_us']:.0f} µs, p99 {pe['p99_us']:.0f} µs{cpu_cell(pe)} | — | — | — |")
         for s in f["heartbeat"]:
             ok = s["vs_floor"] >= TARGETS["heartbeat_vs_floor"] and s["vs_peer"] >= TARGETS["heartbeat_vs_peer"]
             streams = f", {s['vs_streams_floor']:.2f}x streams floor" if "floor_streams" in hb else ""
             lines.append(f"| heartbeat, {s['members']:,} members | {s['rps']:,.0f}/s, p50 {s['p50_us']:.0f} µs, "
-                         f"p99 {s['p99_us']:.0f} µs{_cpu(s)} | floor, peer | {s['vs_floor']:.2f}x floor, "
+                         f"p99 {s['p99_us']:.0f} µs{cpu_cell(s)} | floor, peer | {s['vs_floor']:.2f}x floor, "
                          f"{s['vs_peer']:.2f}x peer{streams} | ≥ {TARGETS['heartbeat_vs_floor']}x floor and ≥ 1x "
-                         f"peer: {_met(ok)} |")
+                         f"peer: {met(ok)} |")
         for s in f["heartbeat"]:
             if s["members"] >= 100_000:
                 ok = s["bytes_per_member"] <= TARGETS["bytes_per_member"]
                 lines.append(f"| memory, {s['members']:,} members | {s['bytes_per_member']:,.0f} B/member | "
                              f"empty server {res['empty_server']['rss_bytes'] / 2**20:.0f} MiB RSS | — | "
-                             f"≤ 2 KiB: {_met(ok)} |")
+                             f"≤ 2 KiB: {met(ok)} |")
     before_5000 = _before_rebalance_s(5000)
     for r in res.get("rebalance", []):
         if r["members"] == 5000 and before_5000:
             ratio = r["seconds"] / before_5000
             lines.append(f"| rebalance, {r['members']:,} members | {r['seconds'] * 1000:,.0f} ms | before the speed "
                          f"work: {before_5000 * 1000:,.0f} ms | {ratio:.2f}x | ≤ "
-                         f"{TARGETS['rebalance_5000_vs_before']}x: {_met(ratio <= TARGETS['rebalance_5000_vs_before'])} |")
+                         f"{TARGETS['rebalance_5000_vs_before']}x: {met(ratio <= TARGETS['rebalance_5000_vs_before'])} |")
         else:
             lines.append(f"| rebalance, {r['members']:,} members | {r['seconds'] * 1000:,.0f} ms | — | — | — |")
     if "rebalance_growth" in f:
         g = f["rebalance_growth"]
         lines.append(f"| rebalance growth t(5000)/t(500) | {g:.1f} | linear ≈ 10 | — | ≤ "
-                     f"{TARGETS['rebalance_growth']:.0f}: {_met(g <= TARGETS['rebalance_growth'])} |")
+                     f"{TARGETS['rebalance_growth']:.0f}: {met(g <= TARGETS['rebalance_growth'])} |")
     if "commits" in f:
         for n, c in f["commits"].items():
             lines.append(f"| durable commits, {n} committers | {c['always']:,.0f}/s (fsync always) | "
                          f"{c['never']:,.0f}/s (fsync never) | {c['always_vs_never']:.2f}x | — |")
         g = f["group_commit_gain"]
         lines.append(f"| group commit: 128 vs 1 committer, fsync always | {g:.1f}x | 1 committer | — | ≥ 20x: "
-                     f"{_met(g >= TARGETS['group_commit_gain'])} |")
+                     f"{met(g >= TARGETS['group_commit_gain'])} |")
         fl = res.get("commit_floor")
         if "group_commit_ceiling" in f and fl:
             need = TARGETS["group_commit_gain"] / f["group_commit_ceiling"]
             lines.append(f"| durable commits, floor (canned answer), {fl['committers']} committers | {fl['rps']:,.0f}/s, "
-                         f"p50 {fl['p50_us']:,.0f} µs{_cpu(fl)} | — | — | — |")
+                         f"p50 {fl['p50_us']:,.0f} µs{cpu_cell(fl)} | — | — | — |")
             lines.append(f"| group commit ceiling: the floor's {fl['committers']} committers vs 1 durable committer | "
                          f"{f['group_commit_ceiling']:.1f}x | 1 committer | durable: "
                          f"{f['durable_vs_commit_floor']:.2f}x the floor; 20x asks {need:.2f}x | — |")
         for d in res.get("durable_floor", []):
             lines.append(f"| durable floor (write + syncfs, canned answer), {d['committers']} committers | "
-                         f"{d['rps']:,.0f}/s, p50 {d['p50_us']:,.0f} µs{_cpu(d)} | — | — | — |")
+                         f"{d['rps']:,.0f}/s, p50 {d['p50_us']:,.0f} µs{cpu_cell(d)} | — | — | — |")
         if "durable_floor_gain" in f:
             top = max(d["committers"] for d in res["durable_floor"])
             need = TARGETS["group_commit_gain"] / f["group_commit_durable_ceiling"]
@@ -413,7 +264,7 @@ def _rows(res: dict[str, Any]) -> list[str]:
         for n, us in f.get("commit_cpu_us", {}).items():
             if us is None:
                 continue
-            target = (f"≤ {TARGETS['commit_cpu_us']:.0f} µs: {_met(us <= TARGETS['commit_cpu_us'])}"
+            target = (f"≤ {TARGETS['commit_cpu_us']:.0f} µs: {met(us <= TARGETS['commit_cpu_us'])}"
                       if n == max(f["commit_cpu_us"], key=int) else "—")
             lines.append(f"| server CPU per commit, {n} committers, fsync always | {us:.0f} µs | — | — | {target} |")
     for r in res.get("offset_fetches", []):
@@ -427,7 +278,7 @@ def _rows(res: dict[str, Any]) -> list[str]:
         lines.append(f"| recovery, after compaction ({rec['bytes_before'] / 2**20:.0f} → "
                      f"{rec['bytes_after'] / 2**20:.0f} MiB) | {rec['startup_after_s']:.1f} s start-up | "
                      f"{f['recovery_after_rps']:,.0f} records/s | — | ≥ 1M/s: "
-                     f"{_met(f['recovery_after_rps'] >= TARGETS['recovery_after_rps'])} |")
+                     f"{met(f['recovery_after_rps'] >= TARGETS['recovery_after_rps'])} |")
     e2e = res.get("e2e")
     if e2e:
         lines.append(f"| end to end: producer → topic store → 3-member group | {e2e['records_per_s']:,.0f} records/s "
@@ -436,143 +287,6 @@ def _rows(res: dict[str, Any]) -> list[str]:
     lines += cluster_rows(res.get("cluster"))
     lines += pipeline_rows(res.get("pipeline"))
     return lines
-
-
-def pipeline_rows(pl: dict[str, Any] | None) -> list[str]:
-    """The Spark pipeline (benchmarks/pipeline.py): its decode against the server's replay of the same log,
-    per CPU second, and one large segment split across tasks against read whole."""
-    if not pl:
-        return []
-    rows = []
-    target = TARGETS["pipeline_vs_replay"]
-    for log in pl["logs"]:
-        d = log["decode"]
-        runs = log.get("decode_cpu_s_runs", [])
-        spread = (f"; median of {len(runs)} runs, {min(runs):.1f}-{max(runs):.1f} CPU-s"
-                  if len(runs) > 1 else "")
-        replay_runs = log.get("replay_cpu_s_runs", [])
-        replay_spread = (f", median of {len(replay_runs)}, {min(replay_runs):.1f}-{max(replay_runs):.1f}"
-                         if len(replay_runs) > 1 else "")
-        rows.append(f"| pipeline decode vs server replay, {log['records']:,} commits ({log['bytes'] / 2**20:,.0f} MiB, "
-                    f"{log['segments']} segments) | {log['decode_records_per_cpu_s']:,.0f} records/CPU-s "
-                    f"({d['cpu_s']:.1f} CPU-s: driver, JVM, Python workers{spread}; "
-                    f"{log['decode_records_per_s']:,.0f} records/s wall, {d['tasks']} tasks on {d['cores']} cores) "
-                    f"| replay {log['replay_records_per_cpu_s']:,.0f} records/CPU-s ({log['replay']['cpu_s']:.1f} "
-                    f"CPU-s{replay_spread}) | "
-                    f"{log['decode_vs_replay']:.2f}x | ≥ {target}x: {_met(log['decode_vs_replay'] >= target)} |")
-    sp = pl["split"]
-    rows.append(f"| pipeline, one {sp['segment_bytes'] / 2**20:,.0f} MiB segment ({sp['records']:,} commits), split | "
-                f"{sp['split_s']:.1f} s ({sp['split_tasks']} tasks) | read whole: {sp['whole_s']:.1f} s "
-                f"({sp['whole_tasks']} task) | {sp['split_speedup']:.2f}x | — |")
-    return rows
-
-
-def consumer_rows(cg: dict[str, Any] | None) -> list[str]:
-    """KIP-848 (benchmarks/consumer_groups.py): the server-side assignors beside kafka-python's client-side
-    range assignor (a classic leader's work for the same group), and a join's convergence."""
-    if not cg:
-        return []
-    rows = []
-    for a in cg["assignor"]:
-        kafka = f"; Kafka's uniform: {cg['kafka_uniform_5000_ms']} ms" if a["members"] == 5000 else ""
-        rows.append(f"| KIP-848 assignor, {a['members']:,} members x {a['partitions']:,} partitions | uniform "
-                    f"{a['uniform_join_ms']:,.1f} ms after a join ({a['uniform_fresh_ms']:,.1f} ms fresh), range "
-                    f"{a['range_join_ms']:,.1f} ms | kafka-python range (client side) {a['kafka_python_range_ms']:,.1f} "
-                    f"ms{kafka} | {a['uniform_join_vs_kafka_python_range']:.2f}x | — |")
-    c = cg["converge"]
-    rows.append(f"| KIP-848 convergence after a join, {c['members']:,} members x {c['partitions']:,} partitions | "
-                f"{c['rounds']} heartbeat rounds (≈ {c['seconds_at_default_interval']:.0f} s at the 5 s interval; "
-                f"{'converged' if c['converged'] else 'NOT converged'}), core CPU {c['core_cpu_s']:.2f} s over "
-                f"{c['heartbeats']:,} heartbeats ({c['join_heartbeat_cpu_s'] * 1000:.0f} ms the joining one) | — | — | — |")
-    return rows
-
-
-def consumer_wire_rows(cw: dict[str, Any] | None) -> list[str]:
-    """KIP-848 members over the wire (benchmarks/consumer_wire.py), the server's rows with their "x Kafka"
-    cell (Kafka's time over the server's, the server's rate over Kafka's), then Kafka's own. A group that
-    did not converge by the cut-off shows what it reached; against a converged Kafka its cell is a bound."""
-    if not cw:
-        return []
-    label = f"KIP-848 over the wire, {cw['topic_partitions']:,} partitions"
-    rows = [f"| {label}, {e['part']} | failed: {_one_line(e['error'])} | — | — | — | — |" for e in cw.get("errors", [])]
-    kafka = {k["members"]: k for k in cw.get("kafka", [])}
-
-    def converged(r: dict[str, Any]) -> str:
-        tail = f"epoch {r['epoch']:,}, {r['rejoins']:,} rejoins, worst overlap {r['worst_overlap']} partitions"
-        if r["worst_overlap"] and r.get("worst_live_overlap") is not None:
-            tail += f" ({r['worst_live_overlap']} while the earlier holder's session was alive)"
-        if (latency := r.get("max_latency_s")) is not None and latency >= 1:
-            tail += f", slowest answer {latency:.1f} s"
-        tail += _cpu_s(r)
-        if r["converged"]:
-            return f"{r['seconds']:.1f} s ({tail})"
-        d = r.get("describe") or {}
-        holding, whose = ((d["holding_target"], "the coordinator's count") if "holding_target" in d
-                          else (r["holding"], "the driver's count"))
-        return (f"did not converge in {r['cutoff_s']:.0f} s: {holding:,} of {r['members']:,} members hold their "
-                f"target ({whose}; {r.get('joined', 0):,} joined; {tail})")
-
-    def steady(r: dict[str, Any]) -> str:
-        h = r.get("steady")
-        if not h:
-            return "— (no steady phase: the group did not converge)"
-        cpu = h.get("server_cpu_us_per_ok")
-        return (f"{h['ok_rps']:,.0f}/s error-0, p50 {h['p50_us']:.0f} µs, p99 {h['p99_us']:.0f} µs"
-                f"{f', {cpu:.0f} µs CPU each' if cpu is not None else ''}")
-
-    for r in cw.get("server", []):
-        n, k = r["members"], kafka.get(r["members"])
-        x_converge = x_steady = "—"
-        if k and k["converged"]:
-            if r["converged"] and (x := _ratio(k["seconds"], r["seconds"])):
-                x_converge = f"{x:.2f}x"
-            elif not r["converged"]:
-                x_converge = f"< {k['seconds'] / r['cutoff_s']:.2f}x (cut off)"
-        if k and k.get("steady") and r.get("steady") and (x := _ratio(r["steady"]["ok_rps"], k["steady"]["ok_rps"])):
-            x_steady = f"{x:.2f}x"
-        rows.append(f"| {label}, convergence, {n:,} members | {converged(r)} | — | — | — | {x_converge} |")
-        rows.append(f"| {label}, steady heartbeats, {n:,} members | {steady(r)} | — | — | — | {x_steady} |")
-    name = f"Apache Kafka {cw.get('kafka_version', '')}"
-    for k in cw.get("kafka", []):
-        rows.append(f"| {label}, {name}, convergence, {k['members']:,} members | {converged(k)} | — | — | — | — |")
-        rows.append(f"| {label}, {name}, steady heartbeats, {k['members']:,} members | {steady(k)} | — | — | — | — |")
-    return rows
-
-
-def _cpu_s(run: dict[str, Any]) -> str:
-    cpu = run.get("server_cpu_s")
-    return f", {cpu:.1f} s CPU" if cpu is not None else ""
-
-
-def _ms(s: float | None) -> str:
-    return "—" if s is None else f"{s * 1000:,.0f} ms"
-
-
-def cluster_rows(cl: dict[str, Any] | None) -> list[str]:
-    if not cl:
-        return []
-    if "error" in cl:
-        return [f"| cluster (failover, replicated commits) | failed: {cl['error'][:300].replace('|', '/')} | — | — | — |"]
-    fo = cl["failover"]
-    rows = [
-        f"| cluster failover, {fo['groups']:,} groups | {fo['seconds']:.2f} s from kill -9 to the last of its "
-        f"{fo['moved']:,} groups Stable on its new coordinator (first {fo['first_s']:.2f} s, p50 {fo['p50_s']:.2f} s; "
-        f"{fo['rejoins']} rejoins{'; it was also the controller' if fo.get('victim_was_controller') else ''}) | "
-        f"ZooKeeper session timeout {fo['zookeeper_session_timeout_ms']:,} ms | "
-        f"{fo['seconds'] * 1000 / fo['zookeeper_session_timeout_ms']:.2f}x the session timeout | — |",
-        f"| cluster failover, partition load on the new leader | {_ms(fo['partition_load_s_max'])} the slowest of "
-        f"{fo['partitions_moved']} partitions (median {_ms(fo['partition_load_s_median'])}) | — | — | — |",
-    ]
-    for c in cl["commits"]:
-        rows.append(f"| replicated commits (3 nodes, RF 3, min ISR 2) vs single node, {c['committers']} committers | "
-                    f"{c['cluster']['rps']:,.0f}/s, p50 {c['cluster']['p50_us']:,.0f} µs"
-                    f"{_errors(c['cluster'])} | {c['single']['rps']:,.0f}/s single node{_errors(c['single'])} | "
-                    f"{c['cluster_vs_single']:.2f}x | — |")
-    return rows
-
-
-def _errors(run: dict[str, Any]) -> str:
-    return f" ({run['errors']:,} errors, first {run['first_error']})" if run.get("errors") else ""
 
 
 def plot(res: dict[str, Any], path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Wires the server together: runtime, topics, handlers, listener; and shuts it down on SIGTERM/SIGINT."""
+"""The composition root (`build`: runtime, topics, handlers, listeners, and in a cluster the cluster node,
+each constructed whole) and the shell that runs it (`serve`), shutting it down on SIGTERM/SIGINT."""
 from __future__ import annotations
 
 import asyncio
@@ -7,6 +8,7 @@ import gc
 import signal
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,11 +23,14 @@ from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
 from coordinator_server.net.listener import ListenerContext
 from coordinator_server.net.offsets_topic import OffsetsTopic
 from coordinator_server.net.replica_handlers import ReplicaHandlers
-from coordinator_server.net.server import ConnectionLimits, CoordinatorServer
+from coordinator_server.net.server import ConnectionLimits, CoordinatorServer, bind_listener
+from coordinator_server.purgatory import DelayedOperationPurgatory
 from coordinator_server.security.listeners import ListenerSpec
 from coordinator_server.security_settings import SecuritySettings, build_security
 from coordinator_server.storage.group_commit import GroupCommitWriter
+from coordinator_server.topics.delayed_fetch import DelayedFetch
 from coordinator_server.topics.group_image import StoreTopicsImage
+from coordinator_server.topics.leadership import SoleLeader
 from coordinator_server.topics.store import StoreConfig, TopicStore
 
 if TYPE_CHECKING:
@@ -44,12 +49,46 @@ class StartupError(Exception):
     """The server could not start (port in use, corrupt log, ...). The message is meant for operators."""
 
 
-async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
-    """Run until SIGTERM/SIGINT (or until `stop` is set), then shut down in order and return."""
+@dataclass(frozen=True)
+class BoundListener:
+    """One listener, its socket bound (not yet listening) and the context its connections get."""
+
+    spec: ListenerSpec
+    sock: socket.socket
+    context: ListenerContext
+
+
+@dataclass(frozen=True)
+class Node:
+    """This server, built whole by `build`: nothing in it is wired after construction. `serve` runs it."""
+
+    config: Config
+    security: SecuritySettings
+    runtime: CoordinatorRuntime
+    store: TopicStore
+    writer: GroupCommitWriter  # the topic store's
+    handlers: RequestHandlers
+    server: CoordinatorServer
+    listeners: list[BoundListener]
+    metrics: MetricsEndpoint | None
+    cluster: ClusterNode | None  # this node as a broker of a ZooKeeper cluster
+
+    async def close_unserved(self) -> None:
+        """Close what `build` opened, for a node that was never run (`run` closes its own on every exit)."""
+        for listener in self.listeners:
+            listener.sock.close()
+        await _close_store(self.store, self.writer, None)
+        await self.runtime.close()
+
+
+async def build(config: Config) -> Node:
+    """The composition root: opens the coordinator log and the topic store, binds the listeners' sockets
+    and constructs every object with what it needs. Nothing is served yet. A one-node server and a broker of
+    a ZooKeeper cluster differ only in what is handed over: leadership, topic admin and the replica handlers
+    come from the cluster node, else this node leads every partition."""
     # Imported here so the rest of the shell can be imported (and unit tested) on its own.
     from coordinator_server.runtime import CoordinatorRuntime
 
-    stop = stop or asyncio.Event()
     try:
         security = build_security(config)  # before the data directory is locked: a bad file changes nothing
     except ValueError as e:
@@ -60,7 +99,6 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
         runtime = await CoordinatorRuntime.open(config, load_all=not clustered)
     except Exception as e:
         raise StartupError(f"cannot open the coordinator log in {config.data_dir}: {e}") from e
-
     try:
         # Opened after the runtime, whose coordinator log holds the data directory's lock. In a cluster the
         # --topic ones are created cluster-wide once this node has joined (cluster_node.py).
@@ -68,86 +106,148 @@ async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
     except Exception as e:
         await runtime.close()
         raise StartupError(f"cannot open the topic store in {config.data_dir}: {e}") from e
-    runtime.attach_topics(StoreTopicsImage(store))
-    _settle_heap()
     # The topic store's own instance of the writer the coordinator log uses (`storage.group_commit`).
     writer = GroupCommitWriter(config.fsync, "topic_store", syncfs=config.fsync_method == "auto")
-    retention: asyncio.Task[None] | None = None
-    metrics_endpoint: MetricsEndpoint | None = None
-    node: ClusterNode | None = None
-
     try:
-        first = security.listeners[0]
-        endpoint = BrokerEndpoint(node_id=config.node_id, host=_advertised_host(config, first), port=first.port)
-        data = DataHandlers(store, writer, runtime, config.node_id)
-        data.offsets_topic = OffsetsTopic(runtime.log.partition_log, runtime.log.partitions)
-        runtime.log.append_listener = data.on_offsets_append
-        if config.metrics_port is not None:
-            metrics_endpoint = _start_metrics(config, runtime, store, data)
-        handlers = RequestHandlers(runtime, store, endpoint, config.cluster_id, data, config.auto_create_topics)
+        return await _compose(config, security, runtime, store, writer)
+    except BaseException:
+        await _close_store(store, writer, None)
+        await runtime.close()
+        raise
+
+
+async def _compose(config: Config, security: SecuritySettings, runtime: CoordinatorRuntime, store: TopicStore,
+                   writer: GroupCommitWriter) -> Node:
+    # Bound first: the advertised port (the real one for port 0) is what the cluster node registers and
+    # the handlers answer in Metadata and FindCoordinator.
+    sockets = await _bind_listeners(security)
+    try:
+        contexts = [_listener_context(config, security, spec, sock) for spec, sock in sockets]
+        endpoint = contexts[0].endpoint
+        fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch", runtime.timer)
+        cluster = None
+        if config.zookeeper_connect is not None:
+            from coordinator_server.cluster_node import ClusterNode
+
+            cluster = ClusterNode(config, runtime, store, writer, fetch_purgatory, endpoint.host, endpoint.port)
+        data = DataHandlers(store, writer, runtime, config.node_id, fetch_purgatory,
+                            OffsetsTopic(runtime.log.partition_log, runtime.log.partitions),
+                            cluster.leadership if cluster is not None else SoleLeader(),
+                            cluster.admin if cluster is not None else None)
+        _hand_to_runtime(runtime, store, data, cluster)
+        _settle_heap()
+        handlers = RequestHandlers(
+            runtime, store, endpoint, config.cluster_id, data, config.auto_create_topics,
+            cluster=cluster, replicas=ReplicaHandlers(cluster.managers) if cluster is not None else None,
+            controlled_shutdown=cluster.controller.controlled_shutdown if cluster is not None else None)
         server = CoordinatorServer(handlers, config.socket_request_max_bytes,
                                    ConnectionLimits(config.max_connections, config.max_connections_per_ip),
                                    ConnectionRules(config.connections_max_idle_ms, config.max_unsent_response_bytes))
-        bound = await _start_listeners(server, config, security, endpoint)
-        host, port = bound[0][1], bound[0][2]
-        if clustered:
-            node = await _join_cluster(config, runtime, handlers, data, store, writer, endpoint)
+        metrics_endpoint = None
+        if config.metrics_port is not None:
+            coordinator = runtime.coordinator
+            purgatories = (coordinator.heartbeat_purgatory, coordinator.rebalance_purgatory, fetch_purgatory)
+            metrics_endpoint = MetricsEndpoint(CoordinatorCollector(runtime.loop, coordinator, store, purgatories))
+    except BaseException:
+        for _spec, sock in sockets:
+            sock.close()
+        raise
+    return Node(config, security, runtime, store, writer, handlers, server,
+                [BoundListener(spec, sock, ctx) for (spec, sock), ctx in zip(sockets, contexts, strict=True)],
+                metrics_endpoint, cluster)
+
+
+def _hand_to_runtime(runtime: CoordinatorRuntime, store: TopicStore, data: DataHandlers,
+                     cluster: ClusterNode | None) -> None:
+    """What the runtime is told after it is open — the three bindings made after construction, all here.
+    Each closes a true cycle: the runtime opens first (its log holds the data directory's lock, and the topic
+    store, the fetch purgatory and the replica manager are built from its log, its timer and itself), yet
+    consumer groups assign from the topic store, a commit wakes the long polls on `__consumer_offsets`, and
+    in a cluster an append completes once the replica manager has it replicated. They move into the
+    runtime's constructor once `CoordinatorRuntime.open` takes them as late-bound arguments."""
+    runtime.attach_topics(StoreTopicsImage(store))
+    runtime.log.append_listener = data.fetch.on_offsets_append
+    if cluster is not None:
+        runtime.replication = cluster.replicas
+
+
+async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
+    """Build the node, run it until SIGTERM/SIGINT (or until `stop` is set), then shut down in order."""
+    await run(await build(config), stop or asyncio.Event())
+
+
+async def run(node: Node, stop: asyncio.Event) -> None:
+    """Serve a built node until `stop`; every exit closes what it holds, in order."""
+    config, runtime, store, writer, server = node.config, node.runtime, node.store, node.writer, node.server
+    retention: asyncio.Task[None] | None = None
+    joined = False
+    serving = 0  # listeners handed to the server (their sockets are its to close from then on)
+    try:
+        if node.metrics is not None:
+            _start_metrics(config, node.metrics)
+        for listener in node.listeners:
+            try:
+                await server.serve(listener.sock, listener.context)
+            except OSError as e:
+                raise StartupError(f"cannot listen on {listener.spec}: {e.strerror or e}") from e
+            serving += 1
+            endpoint = listener.context.endpoint
+            log.info("listener_bound", listener=listener.spec.name, host=_bound_host(listener.sock),
+                     port=endpoint.port, advertised_host=endpoint.host, tls=listener.spec.tls,
+                     sasl=listener.spec.sasl, client_auth=listener.context.client_auth)
+        if node.cluster is not None:
+            await _join_cluster(config, node.cluster)
+            joined = True
 
         loop = asyncio.get_running_loop()
         retention = loop.create_task(_retention_loop(store, config.retention_check_interval_ms), name="retention")
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        log.info("listening", host=host, port=port, advertised_host=endpoint.host, node_id=config.node_id,
-                 data_dir=config.data_dir, listeners={name: p for name, _h, p in bound},
-                 acls=security.authorizer is not None, compiled=compiled())
+        first = node.listeners[0]
+        log.info("listening", host=_bound_host(first.sock), port=first.context.endpoint.port,
+                 advertised_host=first.context.endpoint.host, node_id=config.node_id, data_dir=config.data_dir,
+                 listeners={lst.spec.name: lst.context.endpoint.port for lst in node.listeners},
+                 acls=node.security.authorizer is not None, compiled=compiled())
         try:
             await stop.wait()
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
         log.info("shutting_down", connections=server.connection_count)
-        if node is not None and config.controlled_shutdown_enable:
+        if node.cluster is not None and config.controlled_shutdown_enable:
             # Leadership moves away while this node still answers: clients follow it to the new leaders.
-            await node.controlled_shutdown()
+            await node.cluster.controlled_shutdown()
         server.stop_accepting()
         await server.drain(DRAIN_GRACE_S)
     except BaseException:
-        if metrics_endpoint is not None:
-            await metrics_endpoint.close()
-        if node is not None:
-            await node.close()
+        for listener in node.listeners[serving:]:
+            listener.sock.close()
+        if node.metrics is not None:
+            await node.metrics.close()
+        if node.cluster is not None and joined:
+            await node.cluster.close()
         await _close_store(store, writer, retention)
         await runtime.close()
         raise
-    if node is not None:
+    if node.cluster is not None:
         # Resigns what it still leads (waiting appends fail NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR) and
         # ends the ZooKeeper session, which is how the controller learns this broker is gone.
-        await node.close()
+        await node.cluster.close()
     # Answers parked requests with NOT_COORDINATOR, then flushes and fsyncs the log.
     await runtime.close()
     await server.close(CLOSE_TIMEOUT_S)
     await _close_store(store, writer, retention)
-    if metrics_endpoint is not None:
-        await metrics_endpoint.close()
+    if node.metrics is not None:
+        await node.metrics.close()
     log.info("stopped")
 
 
-async def _join_cluster(config: Config, runtime: CoordinatorRuntime, handlers: RequestHandlers, data: DataHandlers,
-                        store: TopicStore, writer: GroupCommitWriter, endpoint: BrokerEndpoint) -> ClusterNode:
-    from coordinator_server.cluster_node import ClusterNode
-
-    node = ClusterNode(config, runtime, store, writer, data.fetch_purgatory, endpoint.host, endpoint.port)
-    handlers.cluster = node
-    handlers.replicas = ReplicaHandlers(node.managers)
-    data.leadership = node.leadership
-    data.admin = node.admin
-    handlers.controlled_shutdown = node.controller.controlled_shutdown
+async def _join_cluster(config: Config, node: ClusterNode) -> None:
     try:
         await node.start()
     except Exception as e:
         await node.close()
         raise StartupError(f"cannot join the cluster at {config.zookeeper_connect}: {e}") from e
-    return node
 
 
 # The young generation is collected every 50,000 net container allocations (CPython's default: 700). A
@@ -170,40 +270,42 @@ def _settle_heap() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-async def _start_listeners(server: CoordinatorServer, config: Config, security: SecuritySettings,
-                           first_endpoint: BrokerEndpoint) -> list[tuple[str, str, int]]:
-    """Bind every listener; each advertises its own address to the requests it receives (Kafka returns
-    the endpoint of the listener a request came in on). Returns (name, host, port) per listener."""
-    bound = []
-    for i, spec in enumerate(security.listeners):
-        endpoint = first_endpoint if i == 0 else BrokerEndpoint(config.node_id, _advertised_host(config, spec),
-                                                                spec.port)
-        ctx = ListenerContext(spec.name, endpoint, ssl=security.ssl if spec.tls else None,
-                              client_auth=spec.tls and security.client_auth,
-                              sasl=security.sasl if spec.sasl else None, authorizer=security.authorizer)
-        try:
-            host, port = await server.start(spec.host, spec.port, ctx)
-        except OSError as e:
-            raise StartupError(f"cannot listen on {spec}: {e.strerror or e}") from e
-        endpoint.port = port  # what Metadata and FindCoordinator advertise, also for port 0
-        log.info("listener_bound", listener=spec.name, host=host, port=port, advertised_host=endpoint.host,
-                 tls=spec.tls, sasl=spec.sasl, client_auth=ctx.client_auth)
-        bound.append((spec.name, host, port))
+async def _bind_listeners(security: SecuritySettings) -> list[tuple[ListenerSpec, socket.socket]]:
+    bound: list[tuple[ListenerSpec, socket.socket]] = []
+    try:
+        for spec in security.listeners:
+            try:
+                bound.append((spec, await bind_listener(spec.host, spec.port)))
+            except OSError as e:
+                raise StartupError(f"cannot listen on {spec}: {e.strerror or e}") from e
+    except BaseException:
+        for _spec, sock in bound:
+            sock.close()
+        raise
     return bound
 
 
-def _start_metrics(config: Config, runtime: CoordinatorRuntime, store: TopicStore,
-                   data: DataHandlers) -> MetricsEndpoint:
-    coordinator = runtime.coordinator
-    purgatories = (coordinator.heartbeat_purgatory, coordinator.rebalance_purgatory, data.fetch_purgatory)
-    metrics_endpoint = MetricsEndpoint(CoordinatorCollector(runtime.loop, coordinator, store, purgatories))
+def _listener_context(config: Config, security: SecuritySettings, spec: ListenerSpec,
+                      sock: socket.socket) -> ListenerContext:
+    """Each listener advertises its own address to the requests it receives (Kafka returns the endpoint of
+    the listener a request came in on): the bound port, also for port 0."""
+    endpoint = BrokerEndpoint(config.node_id, _advertised_host(config, spec), int(sock.getsockname()[1]))
+    return ListenerContext(spec.name, endpoint, ssl=security.ssl if spec.tls else None,
+                           client_auth=spec.tls and security.client_auth,
+                           sasl=security.sasl if spec.sasl else None, authorizer=security.authorizer)
+
+
+def _bound_host(sock: socket.socket) -> str:
+    return str(sock.getsockname()[0])
+
+
+def _start_metrics(config: Config, metrics_endpoint: MetricsEndpoint) -> None:
     # The same interface as the Kafka listener: the default 127.0.0.1 keeps metrics off the network.
     try:
         host, port = metrics_endpoint.start(config.host, config.metrics_port or 0)
     except OSError as e:
         raise StartupError(f"cannot serve metrics on {config.host}:{config.metrics_port}: {e.strerror or e}") from e
     log.info("metrics_listening", host=host, port=port, path="/metrics")
-    return metrics_endpoint
 
 
 def store_config(config: Config) -> StoreConfig:

@@ -77,19 +77,22 @@ class ClusterNode:
         self.host = host
         self.port = port
         self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms)
-        self.view = ClusterView(self.zk)
+        # What the view hears goes through one queue, applied in order by one task (`_apply_events`).
+        self._events: asyncio.Queue[PartitionState | _TopicEvent | None] = asyncio.Queue()
+        self.view = ClusterView(self.zk, on_partition_state=self._events.put_nowait,
+                                on_topic=lambda name, topic: self._events.put_nowait((name, topic)),
+                                on_brokers_changed=self._brokers_changed)
         self.controller = Controller(
             self.zk, self.node_id, offsets_topic=OFFSETS_TOPIC, offsets_partitions=runtime.log.partitions,
             offsets_replication_factor=config.offsets_replication_factor,
             unclean_leader_election=config.unclean_leader_election_enable)
+        # `__consumer_offsets`'s: the runtime's ReplicationGate in a cluster (app.build hands it over).
         self.replicas = self._replica_manager(OFFSETS_TOPIC, OffsetsReplicas(runtime.log), CoordinatorRoles(runtime))
-        runtime.replication = self.replicas
         # Every topic's replica manager, `__consumer_offsets`'s first; shared with `leadership`.
         self.managers: dict[str, ReplicaManager] = {OFFSETS_TOPIC: self.replicas}
         self.leadership = ReplicatedLeadership(self.managers)
         self.admin = TopicAdmin(self.zk, self.view, self.node_id, config.default_partitions,
                                 config.default_replication_factor, self._local_has)
-        self._events: asyncio.Queue[PartitionState | _TopicEvent | None] = asyncio.Queue()
         self._applier: asyncio.Task[None] | None = None
         self._resign: asyncio.Task[None] | None = None
         self._rejoining: asyncio.Task[None] | None = None
@@ -106,9 +109,6 @@ class ClusterNode:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._applier = loop.create_task(self._apply_events(), name="cluster-events")
-        self.view.on_partition_state = self._events.put_nowait
-        self.view.on_topic = lambda name, topic: self._events.put_nowait((name, topic))
-        self.view.on_brokers_changed = self._brokers_changed
         self.zk.on_session_event(self._session_event)
         await self.zk.start()
         # Registered before it learns any partition state, as Kafka's broker does: a node that fetches

@@ -161,10 +161,10 @@ def offsets_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
         case OtherRecord(key_version=version):
             # Share / streams group records: the server skips them on replay, and so do the jobs.
             return {"record_type": "other", "key_version": version}
-        case rec if (row := _consumer_group_row(rec)) is not None:
+        case rec if (consumer_row := _consumer_group_row(rec)) is not None:
             # KIP-848 consumer group records: rows of their own; the jobs count them, as they count the
             # types they skip (docs/pipeline.md).
-            return {**row, "key_version": record_key_version(bytes(key or b""))}
+            return {**consumer_row, "key_version": record_key_version(bytes(key or b""))}
         case OffsetCommitRecord() as commit:
             return _offset_commit_row(commit)
         case GroupMetadataRecord(group_id=group, value=group_value):

@@ -44,11 +44,13 @@ class ClusterView:
     topic's assignment and each partition's state. `on_topic` hears a topic appear, grow or go (None), and
     `on_partition_state` every state change, in the order read; a topic is always heard before its states."""
 
-    def __init__(self, zk: ZkClient) -> None:
+    def __init__(self, zk: ZkClient, on_partition_state: Callable[[PartitionState], None] = lambda state: None,
+                 on_topic: Callable[[str, TopicAssignment | None], None] = lambda name, topic: None,
+                 on_brokers_changed: Callable[[], None] = lambda: None) -> None:
         self.zk = zk
-        self.on_partition_state: Callable[[PartitionState], None] = lambda state: None
-        self.on_topic: Callable[[str, TopicAssignment | None], None] = lambda name, topic: None
-        self.on_brokers_changed: Callable[[], None] = lambda: None
+        self.on_partition_state = on_partition_state
+        self.on_topic = on_topic
+        self.on_brokers_changed = on_brokers_changed
         self._brokers: dict[int, zl.BrokerRegistration] = {}
         # Each read of the brokers is numbered: a read of an older membership that finishes after a newer
         # one (its ZooKeeper gets were slower) must not put the older list back.

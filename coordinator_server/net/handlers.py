@@ -110,6 +110,7 @@ class RequestHandlers:
         auto_create_topics: bool = True,
         cluster: ClusterMetadata | None = None,
         replicas: ReplicaHandlers | None = None,
+        controlled_shutdown: Callable[[int], Awaitable[list[tuple[str, int]]]] | None = None,
     ) -> None:
         self.runtime = runtime
         self.topics = topics
@@ -121,7 +122,7 @@ class RequestHandlers:
         self.cluster = cluster
         self.replicas = replicas
         # The controller's side of ControlledShutdown: broker id -> the partitions it still leads.
-        self.controlled_shutdown: Callable[[int], Awaitable[list[tuple[str, int]]]] | None = None
+        self.controlled_shutdown = controlled_shutdown
         # Kafka's API layer answers commits to unknown topics or partitions itself.
         offsets = self._offsets = OffsetHandlers(
             runtime, lambda topic, index: topics.partition(topic, index) is not None)

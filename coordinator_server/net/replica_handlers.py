@@ -16,6 +16,12 @@ from typing import Protocol
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse
 
+from coordinator_server.net.data_plane.list_offsets import (
+    CONSUMER_REPLICA_ID,
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+)
 from coordinator_server.replication.replica_manager import OffsetsView
 from coordinator_server.security.authorizer import Access
 from coordinator_server.topics.registry import OFFSETS_TOPIC
@@ -28,11 +34,6 @@ _EPart = _ETopic.EpochEndOffset
 _LTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _LPart = _LTopic.ListOffsetsPartitionResponse
 
-# ListOffsets' special timestamps (KIP-734, KIP-405) and replica ids.
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-EARLIEST_LOCAL_TIMESTAMP = -4
-CONSUMER_REPLICA_ID = -1
 
 
 class Replicas(Protocol):

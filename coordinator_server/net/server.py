@@ -37,6 +37,30 @@ log = structlog.get_logger("coordinator_server.net")
 TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens a TLS port and says nothing is dropped after this
 
 
+async def bind_listener(host: str, port: int) -> socket.socket:
+    """A socket bound to one listener's address and not yet listening: its port (the real one for port 0)
+    is known before anything that advertises it is built, and until `CoordinatorServer.serve` a client's
+    connect is refused, as when nothing is bound.
+
+    Like a Kafka listener we bind exactly one address: the first the host resolves to. (Binding every
+    address of e.g. "localhost" would, with port 0, give each its own port.) An empty host binds all
+    interfaces."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    if not infos:
+        raise OSError(f"cannot resolve {host!r}")
+    family, sock_type, proto, _, addr = infos[0]
+    sock = socket.socket(family, sock_type, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 @dataclass(frozen=True)
 class ConnectionLimits:
     """How many connections may be open at once: in all (max.connections) and from one client address
@@ -58,35 +82,16 @@ class CoordinatorServer:
         self._per_ip: Counter[str] = Counter()
         self._all_closed: asyncio.Future[None] | None = None  # set while shutdown waits for the last one
 
-    async def start(self, host: str, port: int, listener: ListenerContext | None = None) -> tuple[str, int]:
-        """Bind one listener and start accepting; returns the bound (host, port) — the real port for port 0.
-        Called once per listener. A TLS listener's handshake happens before `_on_connection` runs; a
-        failed one (e.g. plaintext sent to a TLS port) only closes that socket.
-
-        Like a Kafka listener we bind exactly one address: the first the host resolves to. (Letting
-        asyncio bind every address of e.g. "localhost" would, with port 0, give each its own port.)
-        An empty host binds all interfaces.
-        """
+    async def serve(self, sock: socket.socket, listener: ListenerContext | None = None) -> None:
+        """Start listening on a socket `bind_listener` bound, and accepting. Called once per listener. A
+        TLS listener's handshake happens before `_on_connection` runs; a failed one (e.g. plaintext sent to
+        a TLS port) only closes that socket."""
         loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        if not infos:
-            raise OSError(f"cannot resolve {host!r}")
-        family, sock_type, proto, _, addr = infos[0]
-        sock = socket.socket(family, sock_type, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(addr)
-            sock.setblocking(False)
-            tls = listener.ssl if listener is not None else None
-            server = await loop.create_server(
-                functools.partial(self._new_connection, listener), sock=sock, backlog=1024, ssl=tls,
-                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if tls is not None else None)
-            self._servers.append(server)
-        except BaseException:
-            sock.close()
-            raise
-        bound = sock.getsockname()
-        return str(bound[0]), int(bound[1])
+        tls = listener.ssl if listener is not None else None
+        server = await loop.create_server(
+            functools.partial(self._new_connection, listener), sock=sock, backlog=1024, ssl=tls,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if tls is not None else None)
+        self._servers.append(server)
 
     def _new_connection(self, listener: ListenerContext | None) -> Connection:
         return Connection(self._handlers, self._max_request_bytes, listener, admit=self._admit,

@@ -16,7 +16,9 @@ no CRC scan), the rest are scanned and a torn tail truncated; a bad batch anywhe
 
 Memory: the active segment keeps its sparse index (one entry per 4 KiB) in memory; a sealed segment
 keeps only a few numbers and looks offsets up in its index file. A read at an offset seeks to the
-indexed position at or before it and walks at most ~4 KiB of batch headers.
+indexed position at or before it and walks at most ~4 KiB of batch headers (the reads are
+`storage.log_reads`' functions over the segment list; a follower's cut of a segment is
+`Segment.truncate_to`).
 
 The same machinery serves the topic store (`coordinator_server.topics`): `open_dir` opens any partition
 directory, `append_batches` writes client batches as they came (only BaseOffset and
@@ -28,7 +30,6 @@ write errors. No clocks here: the caller passes each batch's timestamp.
 """
 from __future__ import annotations
 
-import bisect
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,13 +39,13 @@ from typing import Final
 import structlog
 from mypy_extensions import mypyc_attr
 
+from coordinator_server.storage import log_reads
 from coordinator_server.storage import syncfs as syncfs_call
 from coordinator_server.storage.batch import (
     BASE_OFFSET,
     HEADER_SIZE,
     LEADER_EPOCH,
     LEADER_EPOCH_POS,
-    LOG_OVERHEAD,
     BadBatch,
     BatchInfo,
     DefaultRecordBatch,
@@ -52,8 +53,6 @@ from coordinator_server.storage.batch import (
     batch_records,
     build_batch,
     check_batch,
-    read_records,
-    walk_headers,
 )
 from coordinator_server.storage.errors import CorruptLogError
 from coordinator_server.storage.index import DEFAULT_INDEX_INTERVAL_BYTES
@@ -252,9 +251,7 @@ class PartitionLog:
         """
         if not records:
             raise ValueError("an append needs at least one record")
-        if self.failed is not None:
-            raise OSError(self.failed.errno, f"log of partition {self.partition} failed earlier and "
-                          f"could not be repaired: {self.failed}")
+        self._refuse_if_failed(f"log of partition {self.partition}")
         base = self._next_offset
         self._write_batch(build_batch(records, base, timestamp_ms, leader_epoch=leader_epoch))
         return base
@@ -266,9 +263,7 @@ class PartitionLog:
         Kafka's leader overwrites it) are rewritten; both lie outside the CRC. On an OSError the batch being written is truncated away and the error
         re-raised: the batches before it stay written (their offsets are in `next_offset`).
         """
-        if self.failed is not None:
-            raise OSError(self.failed.errno, f"log {self.directory.name} failed earlier and could not be "
-                          f"repaired: {self.failed}")
+        self._refuse_if_failed(f"log {self.directory.name}")
         bases = []
         for raw in batches:
             batch = bytearray(raw)
@@ -283,9 +278,7 @@ class PartitionLog:
         """Write batches fetched from the partition's leader exactly as they are: their offsets and
         leader epochs are the leader's (Kafka's Log.appendAsFollower). Each must start at `next_offset`.
         Returns (leader epoch, base offset) per batch, for the follower's leader-epoch cache."""
-        if self.failed is not None:
-            raise OSError(self.failed.errno, f"log {self.directory.name} failed earlier and could not be "
-                          f"repaired: {self.failed}")
+        self._refuse_if_failed(f"log {self.directory.name}")
         out = []
         for raw in batches:
             info = BatchInfo.parse(raw)
@@ -393,34 +386,8 @@ class PartitionLog:
                 raise CorruptLogError(path, pos, e.reason) from e
 
     def checked_batches(self) -> Iterator[tuple[Path, int, bytes, bool]]:
-        """(segment, position, batch bytes, gaps) of every batch, in offset order, up to the end of the
-        log as it is when this is called: what `read()` decodes, for a caller that parses the records
-        itself (replay). A caller that finds the records unparseable raises CorruptLogError(segment,
-        position, ...), as `read()` does; `gaps` says whether record offsets may skip (cleaned batch).
-
-        Each batch is CRC-checked exactly once per start: segments scanned by recovery are not checked
-        again, trusted ones (never read at open) are checked here. Header offsets are re-checked.
-        """
-        snapshot = [(s.path, s.size, s.verified, s.base_offset < self.cleaner_offset) for s in self._segments]
-        expected = self._segments[0].base_offset if self._segments else 0
-        header = DefaultRecordBatch.HEADER_STRUCT
-        for path, size, verified, gaps in snapshot:
-            with open(path, "rb") as f:
-                try:
-                    for pos, raw in read_records(f, size):
-                        try:
-                            if not verified:
-                                check_batch(raw, expected, gaps=True)
-                            base = BASE_OFFSET.unpack_from(raw)[0]
-                            # Offsets only increase; without compaction, contiguously within a segment.
-                            if base < expected or (not gaps and pos > 0 and base != expected):
-                                raise BadBatch(f"base offset {base}, expected {expected}")
-                        except BadBatch as e:
-                            raise CorruptLogError(path, pos, e.reason) from e
-                        yield path, pos, raw, gaps
-                        expected = base + header.unpack_from(raw)[6] + 1  # LastOffsetDelta
-                except BadBatch as e:
-                    raise CorruptLogError(path, 0, f"batch changed on disk after recovery: {e.reason}") from e
+        """Every batch, checked, with where it lies (`log_reads.checked_batches`): replay's walk."""
+        return log_reads.checked_batches(self._segments, self.cleaner_offset)
 
     # -- the topic store's reads (see the module docstring for the index) --
 
@@ -436,65 +403,28 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
+    # Each read is `log_reads`' over the segments as they are now (see there for what it answers).
+
     def read_batches(self, offset: int, max_bytes: int, min_one: bool = True, max_offset: int | None = None) -> bytes:
-        """Whole batches from the one holding `offset` on, up to `max_bytes` (but at least one batch when
-        `min_one`: KIP-74), from a single segment as Kafka reads. b"" at or past the end. With `max_offset`
-        (a replicated partition's high watermark, always a batch boundary) no batch at or past it is read."""
-        located = self._locate(offset)
-        if located is None or (max_offset is not None and located[1].base_offset >= max_offset):
-            return b""
-        seg, info = located
-        with open(seg.path, "rb") as f:
-            buf = os.pread(f.fileno(), max(0, min(max_bytes, seg.size - info.position)), info.position)
-            end = 0
-            while end + LOG_OVERHEAD <= len(buf):
-                if max_offset is not None and int.from_bytes(buf[end:end + 8], "big", signed=True) >= max_offset:
-                    return buf[:end]
-                total = LOG_OVERHEAD + int.from_bytes(buf[end + 8:end + 12], "big", signed=True)
-                if end + total > len(buf):
-                    break
-                end += total
-            if end == 0:
-                return os.pread(f.fileno(), info.size, info.position) if min_one else b""
-            return buf[:end]
+        return log_reads.read_batches(self._segments, self._next_offset, offset, max_bytes, min_one, max_offset)
 
     def batch_at(self, offset: int) -> bytes | None:
-        """The one whole batch holding `offset`, or None past the end."""
-        located = self._locate(offset)
-        if located is None:
-            return None
-        seg, info = located
-        with open(seg.path, "rb") as f:
-            return os.pread(f.fileno(), info.size, info.position)
+        return log_reads.batch_at(self._segments, self._next_offset, offset)
+
+    def bytes_from(self, offset: int) -> int:
+        return log_reads.bytes_from(self._segments, self._next_offset, offset)
 
     def first_batch_with_timestamp(self, timestamp_ms: int) -> int | None:
-        """Base offset of the first batch whose max timestamp is >= timestamp_ms (Kafka's time index
-        lookup at batch granularity), or None."""
-        for seg in list(self._segments):
-            if self._max_timestamp(seg) < timestamp_ms:
-                continue
-            for info in self._headers(seg):
-                if info.max_timestamp >= timestamp_ms:
-                    return info.base_offset
-        return None
+        return log_reads.first_batch_with_timestamp(self._segments, timestamp_ms)
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        return log_reads.max_timestamp_offset(self._segments)
 
     def batch_infos(self) -> Iterator[BatchInfo]:
-        """Every batch header in log order, read from disk (startup: producer state is rebuilt from it)."""
-        for seg in list(self._segments):
-            known = seg.max_timestamp is not None
-            best, best_base = -1, -1
-            for info in self._headers(seg):
-                if info.max_timestamp > best:
-                    best, best_base = info.max_timestamp, info.base_offset
-                yield info
-            if not known and seg.size:
-                seg.max_timestamp, seg.max_timestamp_base = best, best_base
+        return log_reads.batch_infos(self._segments)
 
     def segment_stats(self) -> list[tuple[int, int, int]]:
-        """(base offset, size in bytes, largest timestamp or the file's mtime if it has no batch) per
-        segment, oldest first: what retention decides on."""
-        return [(s.base_offset, s.size, self._max_timestamp(s) if s.size else s.created_ms)
-                for s in self._segments]
+        return log_reads.segment_stats(self._segments)
 
     def delete_oldest_segments(self, count: int) -> int:
         """Delete the `count` oldest segments, never the active one; the log start offset moves to the
@@ -508,55 +438,6 @@ class PartitionLog:
             seg.index.path.unlink(missing_ok=True)
             self._dirty_dirs.add(self.directory)
         return max(0, count)
-
-    def bytes_from(self, offset: int) -> int:
-        """How many bytes of batches a fetch at `offset` could return (0 at or past the end)."""
-        located = self._locate(offset)
-        if located is None:
-            return 0
-        seg, info = located
-        later = self._segments[self._segments.index(seg) + 1:]
-        return seg.size - info.position + sum(s.size for s in later)
-
-    def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(base offset, max timestamp) of the first batch holding the log's largest timestamp."""
-        best: tuple[int, int] | None = None
-        for seg in list(self._segments):
-            if seg.size and (best is None or self._max_timestamp(seg) > best[1]):
-                best = (seg.max_timestamp_base, self._max_timestamp(seg))
-        return best
-
-    def _max_timestamp(self, seg: Segment) -> int:
-        """The segment's largest timestamp (-1 if empty), read from its batch headers the first time."""
-        if seg.max_timestamp is None:
-            best, best_base = -1, -1
-            for info in self._headers(seg):
-                if info.max_timestamp > best:
-                    best, best_base = info.max_timestamp, info.base_offset
-            seg.max_timestamp, seg.max_timestamp_base = best, best_base
-        return seg.max_timestamp
-
-    def _headers(self, seg: Segment, start: int = 0) -> Iterator[BatchInfo]:
-        size = seg.size
-        with open(seg.path, "rb") as f:
-            try:
-                yield from walk_headers(f.fileno(), start, size)
-            except BadBatch as e:
-                raise CorruptLogError(seg.path, start, f"batch changed on disk after recovery: {e.reason}") from e
-
-    def _locate(self, offset: int) -> tuple[Segment, BatchInfo] | None:
-        """The segment and header of the batch holding `offset`, or of the first one after it (a gap):
-        the index gives a position at or before it, then at most ~4 KiB of headers are walked."""
-        if offset >= self._next_offset:
-            return None
-        segs = self._segments
-        k = max(0, bisect.bisect_right([s.base_offset for s in segs], offset) - 1)
-        for seg in segs[k:]:
-            start = seg.index.lookup(offset) if seg.base_offset <= offset else 0
-            for info in self._headers(seg, start):
-                if info.last_offset >= offset:
-                    return seg, info
-        return None
 
     def close(self, clean: bool = True) -> None:
         """Close the files. When `clean` and every write was fsynced, mark the shutdown clean: the active
@@ -598,9 +479,7 @@ class PartitionLog:
         """
         if offset < 0:
             raise ValueError(f"cannot truncate to a negative offset {offset}")
-        if self.failed is not None:
-            raise OSError(self.failed.errno, f"log {self.directory.name} failed earlier and could not be "
-                          f"repaired: {self.failed}")
+        self._refuse_if_failed(f"log {self.directory.name}")
         if offset >= self._next_offset:
             return self._next_offset
         self.sync()
@@ -614,7 +493,9 @@ class PartitionLog:
             seg.index.path.unlink(missing_ok=True)
         self._segments = keep
         if keep:
-            self._cut_active(offset)
+            # The segment before those dropped becomes the active one, cut at `offset`.
+            keep[-1].truncate_to(offset)
+            self._next_offset = keep[-1].next_offset
         else:
             self._create_segment(offset)
             self._next_offset = offset
@@ -628,26 +509,11 @@ class PartitionLog:
             write_cleaner_offset(self.directory, self._next_offset)
         return self._next_offset
 
-    def _cut_active(self, offset: int) -> None:
-        """Cut the last segment at the first batch whose last offset is >= `offset` and make it the
-        active one: its index and timestamps are rebuilt in memory from the batches that stay."""
-        seg = self._segments[-1]
-        seg.index.reset()
-        seg.first_timestamp, seg.max_timestamp, seg.max_timestamp_base = -1, None, -1
-        seg.next_offset = seg.base_offset
-        cut = seg.size
-        for info in self._headers(seg):
-            if info.last_offset >= offset:
-                cut = info.position
-                break
-            seg.on_batch(info, info.position)
-        if cut < seg.size:
-            os.truncate(seg.path, cut)
-            seg.size = cut
-        seg.index.path.unlink(missing_ok=True)  # the active segment's index lives in memory
-        self._next_offset = seg.next_offset
-
     # -- internals --
+
+    def _refuse_if_failed(self, name: str) -> None:
+        if self.failed is not None:
+            raise OSError(self.failed.errno, f"{name} failed earlier and could not be repaired: {self.failed}")
 
     def _create_segment(self, base_offset: int) -> None:
         path = self.directory / segment_name(base_offset)

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from coordinator_server.storage.batch import BatchInfo
+from coordinator_server.storage.batch import BadBatch, BatchInfo, walk_headers
+from coordinator_server.storage.errors import CorruptLogError
 from coordinator_server.storage.index import DEFAULT_INDEX_INTERVAL_BYTES, OffsetIndex, index_name
 
 SEGMENT_NAME: Final = re.compile(r"^(\d{20})\.log$")
@@ -66,6 +67,29 @@ class Segment:
         if position == 0 or (self.max_timestamp is not None and info.max_timestamp > self.max_timestamp):
             self.max_timestamp, self.max_timestamp_base = info.max_timestamp, info.base_offset
         self.next_offset = info.last_offset + 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the file at the first batch whose last offset is >= `offset` (Kafka's LogSegment.truncateTo:
+        a batch holding `offset` goes whole); the index and timestamps are rebuilt in memory from the batches
+        that stay, and the index file goes, as the active segment's lives in memory. `next_offset` is then
+        where the segment ends."""
+        self.index.reset()
+        self.first_timestamp, self.max_timestamp, self.max_timestamp_base = -1, None, -1
+        self.next_offset = self.base_offset
+        cut = self.size
+        with open(self.path, "rb") as f:
+            try:
+                for info in walk_headers(f.fileno(), 0, self.size):
+                    if info.last_offset >= offset:
+                        cut = info.position
+                        break
+                    self.on_batch(info, info.position)
+            except BadBatch as e:
+                raise CorruptLogError(self.path, 0, f"batch changed on disk after recovery: {e.reason}") from e
+        if cut < self.size:
+            os.truncate(self.path, cut)
+            self.size = cut
+        self.index.path.unlink(missing_ok=True)
 
 
 class RecoveryPoint(NamedTuple):

@@ -53,7 +53,7 @@ class ClassicMember:
             enable_auto_commit=True, auto_commit_interval_ms=200, session_timeout_ms=6000,
             heartbeat_interval_ms=300, metadata_max_age_ms=1000, fetch_max_wait_ms=50)
         self.consumer.subscribe([TOPIC], listener=_Listener(self))
-        self.consumer.topics()  # metadata after subscribing, before the first join (e2e_support.py says why)
+        self.consumer.topics()  # metadata after subscribing, before the first join (e2e_clients.py says why)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()

@@ -23,9 +23,9 @@ class SlowFirstReads:
 
 async def test_an_older_membership_read_finishing_last_does_not_win() -> None:
     zk = SlowFirstReads()
-    view = ClusterView(zk)  # type: ignore[arg-type]
     heard: list[list[int]] = []
-    view.on_brokers_changed = lambda: heard.append([b.node_id for b in view.live_brokers()])
+    view = ClusterView(zk, on_brokers_changed=lambda: heard.append(  # type: ignore[arg-type]
+        [b.node_id for b in view.live_brokers()]))
     view._brokers_changed(["0", "1"])
     await asyncio.sleep(0)  # its reads are under way, slowly
     zk.slow = False
