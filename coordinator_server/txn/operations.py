@@ -45,10 +45,7 @@ def init_producer_id(md: TransactionMetadata, expected: tuple[int, int] | None, 
     if current.state.is_prepare:
         raise TxnRefusal(Errors.CONCURRENT_TRANSACTIONS)
     if current.state is S.ONGOING:
-        # A zombie's transaction: bump the epoch past it (once, if an earlier fence's abort was not written).
-        epoch = current.producer_epoch if md.has_failed_epoch_fence else current.producer_epoch + 1
-        return Fence(md.prepare(md.to(S.PREPARE_EPOCH_FENCE, now_ms, producer_epoch=epoch,
-                                      last_producer_epoch=NO_PRODUCER_EPOCH)))
+        return prepare_fence(md, now_ms)  # a zombie's transaction
     fresh = {"txn_timeout_ms": timeout_ms, "partitions": frozenset(), "txn_start_timestamp_ms": -1}
     if epoch_exhausted(current.producer_epoch) and (expected is None or expected[1] == current.producer_epoch):
         # No epoch left: a new producer id at epoch 0; the old one is kept to recognise the producer's retry.
@@ -58,6 +55,15 @@ def init_producer_id(md: TransactionMetadata, expected: tuple[int, int] | None, 
             last_producer_epoch=current.producer_epoch if expected is not None else NO_PRODUCER_EPOCH, **fresh))
     epoch, last = _next_epoch(current, None if expected is None else expected[1])
     return md.prepare(md.to(S.EMPTY, now_ms, producer_epoch=epoch, last_producer_epoch=last, **fresh))
+
+
+def prepare_fence(md: TransactionMetadata, now_ms: int) -> Fence:
+    """Bump the epoch past an open transaction (once, if an earlier fence's abort could not be written), so
+    that its producer can neither extend nor end it; the coordinator then aborts it."""
+    current = md.current
+    epoch = current.producer_epoch if md.has_failed_epoch_fence else current.producer_epoch + 1
+    return Fence(md.prepare(md.to(S.PREPARE_EPOCH_FENCE, now_ms, producer_epoch=epoch,
+                                  last_producer_epoch=NO_PRODUCER_EPOCH)))
 
 
 def _expected_identity_valid(current: TxnTransit, expected: tuple[int, int]) -> bool:
@@ -162,4 +168,4 @@ def expire(md: TransactionMetadata, now_ms: int, expiration_ms: int) -> TxnTrans
 
 
 __all__ = ["NO_PRODUCER_ID", "Fence", "add_partitions", "begin_fence_abort", "complete_transaction",
-           "end_transaction", "expire", "init_producer_id", "timed_out"]
+           "end_transaction", "expire", "init_producer_id", "prepare_fence", "timed_out"]
