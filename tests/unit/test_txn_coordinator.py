@@ -169,3 +169,18 @@ def test_timed_out_transactions_are_aborted_and_idle_ids_expire() -> None:
     [tombstone] = shell.flush()
     assert tombstone.value is None
     assert shell.core.describe(TX) == (Errors.TRANSACTIONAL_ID_NOT_FOUND, None)
+
+
+def test_the_completion_is_retried_while_the_log_is_unavailable_and_given_up_when_leadership_moved() -> None:
+    shell = Shell()
+    init = shell.init()
+    shell.add(init.producer_id, 0, ("t", 0))
+    shell.end(init.producer_id, 0, True)
+    [markers] = shell.core.take_markers()
+    shell.core.markers_written(markers, T0 + 1)
+    [first] = shell.flush(Errors.NOT_ENOUGH_REPLICAS)  # COORDINATOR_NOT_AVAILABLE: written again at once
+    [again] = shell.flush(Errors.REQUEST_TIMED_OUT)
+    assert again.key == first.key and decode_value(again.value).state is S.COMPLETE_COMMIT  # type: ignore[union-attr]
+    shell.flush(Errors.NOT_LEADER_OR_FOLLOWER)  # NOT_COORDINATOR: the next leader finishes it after its load
+    assert shell.core.take_appends() == []
+    assert shell.core.describe(TX)[1].state is S.PREPARE_COMMIT  # type: ignore[union-attr]
