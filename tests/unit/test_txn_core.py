@@ -2,6 +2,7 @@
 transactional APIs' rules in Kafka's order of checks, and the `__transaction_state` record formats."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -34,7 +35,7 @@ TIMEOUT = 60_000
 
 def written(md: TransactionMetadata, transit: object) -> None:
     """The transit's record is durable: apply it, as the coordinator does."""
-    assert transit is md.pending
+    assert transit is not None and transit is md.pending
     md.complete(md.pending)
 
 
@@ -74,7 +75,7 @@ def test_states_follow_kafkas_table() -> None:
 def test_a_pending_change_serializes_the_id_and_only_its_write_applies_it() -> None:
     md, _ = ready()
     transit = add_partitions(md, md.producer_id, 0, [("t", 0)], T0 + 5)
-    assert md.state is S.EMPTY and md.pending_state is S.ONGOING  # written, not yet durable
+    assert transit is not None and md.state is S.EMPTY and md.pending_state is S.ONGOING  # written, not yet durable
     refused(Errors.CONCURRENT_TRANSACTIONS, add_partitions, md, md.producer_id, 0, [("t", 1)], T0 + 6)
     md.abandon(transit)  # the write failed: nothing changed, the id is free again
     assert md.state is S.EMPTY and md.pending is None
@@ -225,7 +226,7 @@ def test_values_round_trip_and_match_kafkas_layout(version: int) -> None:
     value = encode_value(md.current, version)
     assert value is not None and value[:2] == version.to_bytes(2, "big")
     back = decode_value(value)
-    assert back == md.current.__class__(**{**_fields(md.current), "last_producer_epoch": -1})
+    assert back == dataclasses.replace(md.current, last_producer_epoch=-1)
     decoded = TransactionLogValue.decode(value, header=True)
     assert [(p.topic, p.partition_ids) for p in decoded.transaction_partitions] == [("a", [0, 1]), ("b", [2])]
     assert decoded.transaction_status == 1
@@ -249,6 +250,3 @@ def test_a_loaded_id_forgets_its_last_epoch() -> None:
     loaded = TransactionMetadata.loaded("tx", record)
     assert loaded.current.last_producer_epoch == -1 and loaded.producer_epoch == 1
 
-
-def _fields(transit: object) -> dict[str, object]:
-    return {name: getattr(transit, name) for name in transit.__dataclass_fields__}  # type: ignore[attr-defined]

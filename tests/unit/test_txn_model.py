@@ -15,6 +15,7 @@ What must hold after every step:
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 from hypothesis import settings
@@ -220,7 +221,7 @@ class TransactionCoordinatorModel(RuleBasedStateMachine):
                 assert md.producer_epoch == -1  # cached at first sight, never written
                 continue
             live = md.current
-            assert record == live.__class__(**{**_fields(live), "last_producer_epoch": -1}), (record, live)
+            assert record == dataclasses.replace(live, last_producer_epoch=-1), (record, live)
 
     @invariant()
     def durable_epochs_never_go_back(self) -> None:
@@ -241,9 +242,6 @@ class TransactionCoordinatorModel(RuleBasedStateMachine):
         for key, outcomes in self.decided.items():
             assert len(outcomes) == 1, (key, outcomes)
 
-
-def _fields(transit: object) -> dict[str, object]:
-    return {name: getattr(transit, name) for name in transit.__dataclass_fields__}  # type: ignore[attr-defined]
 
 
 TransactionCoordinatorModel.TestCase.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
