@@ -12,6 +12,7 @@ from coordinator_server.txn.metadata import (
     IllegalTransition,
     TransactionMetadata,
     TxnRefusal,
+    TxnTransit,
 )
 from coordinator_server.txn.operations import (
     Fence,
@@ -35,8 +36,8 @@ TIMEOUT = 60_000
 
 def written(md: TransactionMetadata, transit: object) -> None:
     """The transit's record is durable: apply it, as the coordinator does."""
-    assert transit is not None and transit is md.pending
-    md.complete(md.pending)
+    assert isinstance(transit, TxnTransit) and transit is md.pending
+    md.complete(transit)
 
 
 def refused(error: Errors, call: object, *args: object) -> None:
