@@ -9,7 +9,8 @@ made in this table and nowhere else. Every import counts (module level, inside a
 From the bottom:
 - `protocol` — Kafka's wire formats: bytes in and out, nothing of the coordinator.
 - the group core (`group`) on the delayed-operation machinery (`purgatory`), its hot-path counters
-  (`loop_tally`) and security's parsers and authorizer (`security`), which need nothing of ours;
+  (`loop_tally`) and security's parsers and authorizer (`security`), which need nothing of ours; the
+  transaction core (`txn`) beside it (it hashes ids with the group partitioner);
 - settings (`config`) and metrics, which name the core's states;
 - storage, then the topic store (`topics`), then the cluster's ZooKeeper view (`cluster`) and the replicas
   (`replication`);
@@ -30,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("protocol", "coordinator_server"),  # the package's own __init__: a docstring
     ("coordinator_server.purgatory", "coordinator_server.loop_tally", "coordinator_server.security"),
     ("coordinator_server.group",),
+    ("coordinator_server.txn",),
     ("coordinator_server.config", "coordinator_server.metrics"),
     ("coordinator_server.cluster_metrics",),
     ("coordinator_server.storage",),
