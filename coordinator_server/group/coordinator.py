@@ -107,7 +107,8 @@ class GroupCoordinator(CoordinatorShard):
         )
         self.admin = GroupAdmin(self, self.emit_append)
         # KIP-848 consumer groups share the group-id space, the gate, the clock and the appends.
-        self.consumer = ConsumerGroupManager(self, self.emit_append, consumer_config, topics, events=consumer_events)
+        self.consumer = ConsumerGroupManager(self, self.emit_append, consumer_config, topics, events=consumer_events,
+                                             timers=self.timers)
         # KIP-848 migration: classic members inside consumer groups (consumer/classic_members.py).
         self.classic_members = ClassicMembers(self.consumer)
         self._cleanup = _OffsetsCleanup(self)

@@ -27,6 +27,7 @@ from .records import GroupMetadataRecord, GroupMetadataValue, MemberRecord
 from .settings import GroupConfig
 from .shard import CoordinatorShard
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from .timers import TimerKey
 
 log = structlog.get_logger("coordinator_server.group")
 
@@ -46,6 +47,11 @@ _SYNC_WRITE_ERRORS: Final = {
 
 def map_group_write_error(error: Errors) -> Errors:
     return _SYNC_WRITE_ERRORS.get(error, error)
+
+
+def pending_sync_key(group_id: str) -> TimerKey:
+    """The pending-sync deadline's key: one per group, replaced by each generation's."""
+    return ("classic", "sync", group_id)
 
 
 # Why a rebalance started or a member went, as a small fixed set (metric labels); the free-text reason
@@ -252,30 +258,23 @@ class RebalanceMechanics:
                 self.complete_and_schedule_next_heartbeat(group, member)
 
     def _schedule_pending_sync(self, group: GroupMetadata) -> None:
-        self.rebalance_purgatory.try_complete_else_watch(
-            delayed.DelayedSync(self, group, group.generation_id, group.rebalance_timeout_ms()),
-            (delayed.sync_key(group.group_id),),
-            self.shard.now_ms,
-        )
+        # Every member must SyncGroup within the rebalance timeout (KIP-814 era). A keyed timer, not a
+        # delayed operation: nothing completes it but its cancellation once the last member has synced.
+        generation = group.generation_id
+        self.shard.timers.schedule(pending_sync_key(group.group_id), group.rebalance_timeout_ms(),
+                                   self.shard.now_ms, lambda: self.on_expire_pending_sync(group, generation))
 
     def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
-        self.rebalance_purgatory.check_and_complete(delayed.sync_key(group.group_id))
+        if not group.pending_sync_members:
+            self.shard.timers.cancel(pending_sync_key(group.group_id))
 
     def _remove_sync_expiration(self, group: GroupMetadata) -> None:
         group.pending_sync_members.clear()
-        self.rebalance_purgatory.check_and_complete(delayed.sync_key(group.group_id))
-
-    def try_complete_pending_sync(
-        self, group: GroupMetadata, generation_id: int, force_complete: Callable[[], bool]
-    ) -> bool:
-        if generation_id != group.generation_id or group.state in (DEAD, EMPTY, PREPARING_REBALANCE):
-            return force_complete()
-        if not group.pending_sync_members:
-            return force_complete()
-        return False
+        self.shard.timers.cancel(pending_sync_key(group.group_id))
 
     def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None:
+        # The timer carries the generation it was set for: the group may be in another one by now.
         if generation_id != group.generation_id or group.state not in (COMPLETING_REBALANCE, STABLE):
             return
         if not group.pending_sync_members:

@@ -1,4 +1,4 @@
-"""What every group manager of a coordinator shard shares: the clock, the timer, the group table, the gate
+"""What every group manager of a coordinator shard shares: the clock, the timer and its keyed-timer service, the group table, the gate
 (which partitions this node coordinates, and which it is still loading) and the queue of appends.
 
 `GroupCoordinator` (coordinator.py) is this class with the managers composed on it; the managers get it as
@@ -20,6 +20,7 @@ from .api import PendingAppend
 from .group import GroupMetadata
 from .partitioner import partition_for
 from .records import CoordinatorRecord
+from .timers import KeyedTimer
 
 log = structlog.get_logger("coordinator_server.group")
 
@@ -34,6 +35,8 @@ class CoordinatorShard:
     def __init__(self, partitions: int, timer: Timer, wall_offset_ms: int = 0) -> None:
         self.partitions = partitions
         self.timer = timer
+        # Every manager's keyed timers (session, rebalance and sync deadlines), on the one timing wheel.
+        self.timers = KeyedTimer(timer)
         # wall clock = monotonic + offset; the shell refreshes the offset, the core never reads a clock.
         self.wall_offset_ms = wall_offset_ms
         self.now_ms = 0
