@@ -44,6 +44,7 @@ COMPILED_MODULES = [
     "coordinator_server/group/api.py",
     "coordinator_server/net/offset_handlers.py",
     "coordinator_server/group/offsets.py",
+    "coordinator_server/group/write_errors.py",
     "coordinator_server/storage/coordinator_log.py",
     "coordinator_server/storage/batch.py",
     "coordinator_server/storage/log.py",

@@ -17,11 +17,12 @@ from . import delayed
 from .api import JoinCallback, JoinGroupInput, JoinGroupResult
 from .group import GroupMetadata
 from .member import MemberMetadata
-from .rebalance import GroupEvents, RebalanceMechanics, map_group_write_error
+from .rebalance import GroupEvents, RebalanceMechanics
 from .rebalance_trace import RebalanceTrigger
 from .settings import GroupConfig
 from .shard import CoordinatorShard
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from .write_errors import write_error
 
 log = structlog.get_logger("coordinator_server.group")
 
@@ -287,7 +288,7 @@ class ClassicJoin(RebalanceMechanics):
                 self.complete_and_schedule_next_heartbeat(group, reverted)
                 if callback is not None:
                     callback(JoinGroupResult(
-                        map_group_write_error(error), generation_id=group.generation_id,
+                        write_error(error), generation_id=group.generation_id,
                         protocol_type=group.protocol_type, protocol_name=group.protocol_name,
                         leader=current_leader or "", member_id="",
                     ))

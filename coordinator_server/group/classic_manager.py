@@ -43,9 +43,9 @@ from .migration import (
     downgrade_refusal,
     upgrade_refusal,
 )
-from .rebalance import map_group_write_error
 from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitValue
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from .write_errors import write_error
 
 log = structlog.get_logger("coordinator_server.group")
 
@@ -114,7 +114,7 @@ class ClassicGroupManager(ClassicJoin):
             if not (group.is_state(COMPLETING_REBALANCE) and group.generation_id == generation):
                 return
             if error is not Errors.NONE:
-                self._reset_and_propagate_assignment_error(group, map_group_write_error(error))
+                self._reset_and_propagate_assignment_error(group, write_error(error))
                 self._maybe_prepare_rebalance(group, "storage_error", f"error {error.name} storing the group assignment")
                 return
             for member in group.members.values():

@@ -10,7 +10,7 @@ shard's (shard.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Literal, cast
+from typing import Literal, cast
 
 import structlog
 from mypy_extensions import mypyc_attr
@@ -30,23 +30,6 @@ from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABL
 from .timers import TimerKey
 
 log = structlog.get_logger("coordinator_server.group")
-
-# Write errors of the group metadata append, as SyncGroup reports them (Scala GroupCoordinator).
-_SYNC_WRITE_ERRORS: Final = {
-    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
-    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
-    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,  # as Kafka's new coordinator maps it
-    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
-    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
-    Errors.INVALID_FETCH_SIZE: Errors.UNKNOWN_SERVER_ERROR,
-}
-
-
-def map_group_write_error(error: Errors) -> Errors:
-    return _SYNC_WRITE_ERRORS.get(error, error)
 
 
 def pending_sync_key(group_id: str) -> TimerKey:

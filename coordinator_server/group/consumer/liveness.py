@@ -21,6 +21,7 @@ from protocol.kafka_uuid import random_kafka_uuid_string
 from ..api import AppendRecords
 from ..records import CoordinatorRecord, OffsetCommitValue
 from ..timers import KeyedTimer, TimerKey
+from ..write_errors import write_error
 from . import admin
 from .api import ConsumerGroupDescription
 from .assignors import ASSIGNORS
@@ -42,19 +43,6 @@ from .target import subscribed_topics
 from .topics import StaticTopicsImage, TopicsImage
 
 log = structlog.get_logger("coordinator_server.group.consumer")
-
-# Write errors as the heartbeat reports them (the new coordinator's mapping for its writes).
-_WRITE_ERRORS = {
-    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
-    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
-    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
-    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
-}
-
 
 class ConsumerGroupsHost(Protocol):
     """What the manager needs of the façade (coordinator.py): the clock, the gate, the timer, the classic
@@ -129,7 +117,7 @@ class ConsumerGroupLiveness:
     @staticmethod
     def write_error(error: Errors) -> Errors:
         """A failed write as the request that caused it reports it."""
-        return _WRITE_ERRORS.get(error, error)
+        return write_error(error)
 
     # -- leaving and fencing ------------------------------------------------------------------------------
 
