@@ -28,6 +28,7 @@ from .consumer.group import GROUP_TYPE_CONSUMER, ConsumerGroup, ConsumerGroupSta
 from .group import GroupMetadata
 from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitRecord
 from .state import DEAD, EMPTY, STABLE
+from .write_errors import write_error
 
 log = structlog.get_logger("coordinator_server.group.admin")
 
@@ -134,7 +135,7 @@ class GroupAdmin:
         def on_written(group_id: str, error: Errors) -> None:
             nonlocal outstanding
             if error is not Errors.NONE:
-                failed[group_id] = _DELETE_WRITE_ERRORS.get(error, error)
+                failed[group_id] = write_error(error)
             outstanding -= 1
             if outstanding == 0:
                 respond([DeletedGroup(r.group_id, failed.get(r.group_id, r.error)) for r in results])
@@ -176,8 +177,3 @@ class GroupAdmin:
         out.append((group.group_id, tuple(records)))
         return Errors.NONE
 
-
-_DELETE_WRITE_ERRORS = {
-    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
-    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
-}

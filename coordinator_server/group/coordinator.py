@@ -1,20 +1,17 @@
-"""The classic group coordinator: JoinGroup, SyncGroup, Heartbeat and LeaveGroup.
+"""The group coordinator's façade: the shard the runtime and the tests call.
 
-Theory of operation. Synchronous and single-threaded: every entry point takes the current monotonic time
-and runs to completion; parked JoinGroup/SyncGroup requests are answered later through their callbacks,
-from whichever call completes them (another member's request, a timer in `advance_clock`, or the
-completion of a durable append). The core never touches the disk: records it wants durable go to
-`take_appends()`, and the shell calls `PendingAppend.complete` once they are written. Soft state
-(parked callbacks, liveness) changes directly; hard state (assignments) changes only once its record is
-durable. Timers are delayed operations in two purgatories on one timing wheel; each re-checks the group
-when it fires, because the group may have moved on.
+Theory of operation. Synchronous and single-threaded: every entry point takes the current monotonic time,
+moves the shard's clock and routes the request to the manager of the group's type — the classic group
+manager (classic_manager.py) or the KIP-848 consumer group manager (consumer/manager.py) — or to the offset
+manager (offsets.py) and the admin operations (admin.py). The core never touches the disk: records it
+wants durable go to `take_appends()`, and the shell calls `PendingAppend.complete` once they are written.
 
-The cut, after Kafka's GroupCoordinatorShard: this façade owns the group table, the gate and the
-partition state, and composes the parts; every arrow runs from here outwards. The rebalance mechanics
-(rebalance.py) are its base class; the delayed operations (delayed.py) call back through their own
-`RebalanceCallbacks` protocol; the offset manager (offsets.py) and the admin operations (admin.py) see
-this class only through the narrow protocols they define (`OffsetGroups`, `AdminGroups`) and get
-`emit_append` as a plain function. settings.py is a leaf.
+The cut, after Kafka's GroupCoordinatorShard: the shared state (clock, timer, group table, gate, appends)
+is the base class (shard.py); this class adds loading and unloading of partitions, the retention sweep,
+the routing between group types (groups of both kinds share the id space) and KIP-848's migration between
+them. Every arrow runs from here outwards: the offset manager and the admin operations see this class only
+through the narrow protocols they define (`OffsetGroups`, `AdminGroups`), the consumer manager through
+`ConsumerGroupsHost`, and they get `emit_append` as a plain function. settings.py is a leaf.
 """
 from __future__ import annotations
 
@@ -25,10 +22,9 @@ from typing import Final
 import structlog
 from mypy_extensions import mypyc_attr
 
-from coordinator_server.purgatory import DelayedOperationPurgatory, Timer, TimerTask
+from coordinator_server.purgatory import Timer, TimerTask
 from protocol.errors import Errors
 
-from . import delayed
 from .admin import GroupAdmin
 from .api import (
     DeleteGroupsCallback,
@@ -47,11 +43,11 @@ from .api import (
     OffsetDeleteInput,
     OffsetFetchInput,
     OffsetFetchResult,
-    PendingAppend,
     SyncCallback,
     SyncGroupInput,
     SyncGroupResult,
 )
+from .classic_manager import ClassicGroupManager
 from .consumer import admin as consumer_admin
 from .consumer.api import ConsumerGroupDescription, ConsumerGroupHeartbeatInput, HeartbeatCallback
 from .consumer.classic_members import ClassicMembers
@@ -66,27 +62,18 @@ from .consumer.topics import TopicsImage
 from .group import GroupMetadata
 from .loader import GroupLoader
 from .member import MemberMetadata
-from .migration import (
-    MalformedConsumerProtocol,
-    classic_group_from_consumer,
-    consumer_group_records,
-    downgrade_refusal,
-    upgrade_refusal,
-)
+from .migration import MalformedConsumerProtocol
 from .offsets import OffsetManager
-from .partitioner import partition_for
-from .rebalance import GroupEvents, RebalanceMechanics, map_group_write_error
-from .rebalance_trace import RebalanceTrigger
+from .rebalance import GroupEvents
 from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitValue
 from .settings import GroupConfig
-from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from .shard import CoordinatorShard
+from .state import EMPTY
 
 log = structlog.get_logger("coordinator_server.group")
 
-# A heartbeat's usual answers as C statics (Final, compiled): reading an attribute of the Errors enum goes
-# through its metaclass on every call.
+# A C static (Final, compiled): reading an attribute of the Errors enum goes through its metaclass.
 _HEARTBEAT_OK: Final = Errors.NONE
-_HEARTBEAT_REBALANCING: Final = Errors.REBALANCE_IN_PROGRESS
 
 
 def default_member_id(prefix: str) -> str:
@@ -95,7 +82,7 @@ def default_member_id(prefix: str) -> str:
 
 # The runtime's tests drive it with a scripted core (tests/unit/test_runtime_appends.py).
 @mypyc_attr(allow_interpreted_subclasses=True)
-class GroupCoordinator(RebalanceMechanics):
+class GroupCoordinator(CoordinatorShard):
     def __init__(
         self,
         config: GroupConfig,
@@ -108,50 +95,34 @@ class GroupCoordinator(RebalanceMechanics):
         topics: TopicsImage | None = None,
         consumer_events: ConsumerGroupEvents | None = None,
     ) -> None:
+        super().__init__(partitions, timer, wall_offset_ms)
         self.config = config
-        self.events = events or GroupEvents()
-        self.partitions = partitions
-        self.timer = timer
         self.member_id_factory = member_id_factory
-        # wall clock = monotonic + offset; the shell refreshes the offset, the core never reads a clock.
-        self.wall_offset_ms = wall_offset_ms
-        self.now_ms = 0
-        self.groups: dict[str, GroupMetadata] = {}
-        self.heartbeat_purgatory: DelayedOperationPurgatory[delayed.DelayedHeartbeat] = DelayedOperationPurgatory(
-            "Heartbeat", timer
-        )
-        self.rebalance_purgatory: DelayedOperationPurgatory[delayed.DelayedOperation] = DelayedOperationPurgatory(
-            "Rebalance", timer
-        )
-        self.active = True
-        self.owned_partitions: set[int] = set()
-        self.loading_partitions: set[int] = set()
-        # The leader epoch each held (owned or loading) partition was taken at (0 on one node).
-        self.partition_epochs: dict[int, int] = {}
-        self._appends: list[PendingAppend] = []
+        self.classic = ClassicGroupManager(self, config, events or GroupEvents(), member_id_factory)
+        # The delayed operations' purgatories, as the shell and the metrics see them.
+        self.heartbeat_purgatory = self.classic.heartbeat_purgatory
+        self.rebalance_purgatory = self.classic.rebalance_purgatory
         self.offsets = OffsetManager(
             self, self.emit_append, config.offset_metadata_max_bytes, config.offsets_retention_ms
         )
         self.admin = GroupAdmin(self, self.emit_append)
         # KIP-848 consumer groups share the group-id space, the gate, the clock and the appends.
-        self.consumer = ConsumerGroupManager(self, self.emit_append, consumer_config, topics, events=consumer_events)
+        self.consumer = ConsumerGroupManager(self, self.emit_append, consumer_config, topics, events=consumer_events,
+                                             timers=self.timers)
         # KIP-848 migration: classic members inside consumer groups (consumer/classic_members.py).
         self.classic_members = ClassicMembers(self.consumer)
         self._cleanup = _OffsetsCleanup(self)
 
-    # -- time and effects ----------------------------------------------------------------------------
-
-    def _tick(self, now_ms: int) -> None:
-        if now_ms > self.now_ms:
-            self.now_ms = now_ms
-
     @property
-    def wall_ms(self) -> int:
-        return self.now_ms + self.wall_offset_ms
+    def events(self) -> GroupEvents:
+        """The classic groups' metrics events (the consumer manager has its own)."""
+        return self.classic.events
 
-    def tick(self, now_ms: int) -> None:
-        """Move the clock with nothing due (the caller checked `next_expiration_ms`)."""
-        self._tick(now_ms)
+    @events.setter
+    def events(self, events: GroupEvents) -> None:
+        self.classic.events = events
+
+    # -- time ----------------------------------------------------------------------------------------
 
     def advance_clock(self, now_ms: int) -> int:
         """Run every timer due by now_ms; returns how many ran.
@@ -171,24 +142,20 @@ class GroupCoordinator(RebalanceMechanics):
 
     def next_expiration_ms(self) -> int | None:
         return self.timer.next_expiration_ms()
-
-    def has_appends(self) -> bool:
-        return bool(self._appends)
-
-    def take_appends(self) -> list[PendingAppend]:
-        appends, self._appends = self._appends, []
-        return appends
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.partitions)
-
-    def group(self, group_id: str) -> GroupMetadata | None:
-        return self.groups.get(group_id)
-
     def remove_group(self, group: GroupMetadata) -> None:
         """Mark the group Dead and forget it; its tombstone is the caller's to write."""
-        group.transition_to(DEAD, self.wall_ms)
-        del self.groups[group.group_id]
+        self.classic.remove_group(group)
+
+    def create_simple_group(self, group_id: str) -> GroupMetadata:
+        return self.classic.create_simple_group(group_id)
+
+    def validate_current_member(
+        self, group: GroupMetadata, member_id: str, group_instance_id: str | None, operation: str
+    ) -> Errors | None:
+        return self.classic.validate_current_member(group, member_id, group_instance_id, operation)
+
+    def complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        self.classic.complete_and_schedule_next_heartbeat(group, member)
 
     # -- loading and unloading ------------------------------------------------------------
 
@@ -243,13 +210,8 @@ class GroupCoordinator(RebalanceMechanics):
                                 reason="the group is a consumer group")
                 consumer_group.offsets = group.offsets
                 continue
-            self.groups[group.group_id] = group
+            self.classic.on_loaded(group)
             loaded += 1
-            for member in list(group.members.values()):
-                self.complete_and_schedule_next_heartbeat(group, member)
-            if group.size() > self.config.group_max_size:
-                self._prepare_rebalance(group, "group_max_size", "group is over group.max.size after loading",
-                                        trigger="group_loaded")
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
         log.debug("partition_loaded", partition=partition, groups=loaded)
@@ -271,7 +233,7 @@ class GroupCoordinator(RebalanceMechanics):
         self.owned_partitions.discard(partition)
         unloaded = 0
         for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
-            self._unload_group(group, reason)
+            self.classic.unload_group(group, reason)
             del self.groups[group.group_id]
             unloaded += 1
         for consumer_group in [g for g in self.consumer.groups.values() if self.partition_for(g.group_id) == partition]:
@@ -287,28 +249,10 @@ class GroupCoordinator(RebalanceMechanics):
         self.active = False
         self._cleanup.cancel()
         for group in list(self.groups.values()):
-            self._unload_group(group)
+            self.classic.unload_group(group)
         self.groups.clear()
         for consumer_group in list(self.consumer.groups.values()):
             self.consumer.remove_group(consumer_group, "coordinator shutdown")
-
-    def _unload_group(self, group: GroupMetadata, reason: str = "coordinator shutdown") -> None:
-        previous = group.state
-        group.transition_to(DEAD, self.wall_ms)
-        log.info("group_unloaded", group_id=group.group_id, generation=group.generation_id,
-                 previous_state=str(previous), reason=reason)
-        self.events.on_rebalance_abandoned(group.group_id)
-        if previous is PREPARING_REBALANCE:
-            for member in list(group.members.values()):
-                group.maybe_invoke_join_callback(
-                    member, JoinGroupResult(Errors.NOT_COORDINATOR, member_id=member.member_id)
-                )
-            self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
-        elif previous in (STABLE, COMPLETING_REBALANCE):
-            for member in list(group.members.values()):
-                group.maybe_invoke_sync_callback(member, SyncGroupResult(Errors.NOT_COORDINATOR))
-                self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member.member_id))
-        self._remove_sync_expiration(group)
 
     # -- committed offsets (offsets.py) --------------------------------------------------------------
 
@@ -336,7 +280,7 @@ class GroupCoordinator(RebalanceMechanics):
             records.extend(self.offsets.cleanup_expired_offsets(group, wall_ms))
             expired_total += len(records)
             if group.is_state(EMPTY) and not group.offsets and not group.pending_offset_commits:
-                self.remove_group(group)
+                self.classic.remove_group(group)
                 records.append(GroupMetadataRecord(group.group_id, None))
                 removed_groups += 1
                 log.info("group_removed", group_id=group.group_id, reason="empty with no committed offsets")
@@ -393,71 +337,27 @@ class GroupCoordinator(RebalanceMechanics):
         self.consumer.remove_group(group, reason)
 
     def classic_group_is_empty(self, group_id: str) -> bool | None:
-        group = self.groups.get(group_id)
-        return None if group is None else group.is_state(EMPTY)
+        return self.classic.is_empty(group_id)
 
     def take_over_classic_group(self, group_id: str) -> tuple[dict[tuple[str, int], OffsetCommitValue], CoordinatorRecord]:
-        group = self.groups[group_id]
-        self.remove_group(group)
-        return group.offsets, GroupMetadataRecord(group_id, None)
+        return self.classic.take_over(group_id)
 
     # -- KIP-848 migration between the protocols (migration.py) ----------------------------------------
 
     def upgrade_classic_group(self, group_id: str
                               ) -> tuple[list[CoordinatorRecord], dict[tuple[str, int], OffsetCommitValue]] | None:
-        group = self.groups[group_id]
         config = self.consumer.config
-        refusal = upgrade_refusal(group, config.migration_policy, config.max_size)
-        if refusal is not None:
-            log.info("classic_group_not_upgraded", group_id=group_id, reason=refusal)
-            return None
         try:
-            records = consumer_group_records(group, self._topic_id)
+            return self.classic.upgrade(group_id, config.migration_policy, config.max_size, self._topic_id)
         except MalformedConsumerProtocol as e:
             log.warning("classic_group_not_upgraded", group_id=group_id, reason=str(e))
             raise ConsumerGroupError(Errors.GROUP_ID_NOT_FOUND,
                                      f"Cannot upgrade the classic group {group_id} to consumer group because the "
                                      f"embedded consumer protocol is malformed.") from None
-        self._retire_classic_group(group, "upgraded to a consumer group")
-        return [GroupMetadataRecord(group_id, None), *records], group.offsets
 
     def downgrade_consumer_group(self, group: ConsumerGroup, remaining: list[ConsumerGroupMember]
                                  ) -> list[CoordinatorRecord] | None:
-        refusal = downgrade_refusal(remaining, self.consumer.config.migration_policy, self.config.group_max_size)
-        if refusal is not None:
-            if remaining and all(m.uses_classic_protocol for m in remaining):
-                log.info("consumer_group_not_downgraded", group_id=group.group_id, reason=refusal)
-            return None
-        classic = classic_group_from_consumer(group, remaining, self._topic_name, self.wall_ms)
-        classic.offsets = group.offsets
-        self.groups[classic.group_id] = classic
-        assignment = {m.member_id: m.assignment for m in classic.members.values()}
-        record = GroupMetadataRecord(classic.group_id, self.group_metadata_value(classic, assignment))
-        log.info("consumer_group_downgraded", group_id=classic.group_id, generation=classic.generation_id,
-                 members=classic.size(), protocol=classic.protocol_name,
-                 reason="only classic protocol members remain")
-        for member in classic.members.values():
-            self.complete_and_schedule_next_heartbeat(classic, member)
-        self._prepare_rebalance(classic, "leave", f"Downgrade group {classic.group_id} from consumer to classic.",
-                                trigger="protocol_migration")
-        return [record]
-
-    def _retire_classic_group(self, group: GroupMetadata, reason: str) -> None:
-        """The classic group leaves the coordinator's table for another form: its parked requests learn that
-        a new rebalance started, its timers find it Dead."""
-        previous = group.state
-        group.transition_to(DEAD, self.wall_ms)
-        del self.groups[group.group_id]
-        log.info("group_unloaded", group_id=group.group_id, generation=group.generation_id,
-                 previous_state=str(previous), reason=reason)
-        self.events.on_rebalance_abandoned(group.group_id)
-        for member in list(group.members.values()):
-            group.maybe_invoke_join_callback(member, JoinGroupResult(Errors.REBALANCE_IN_PROGRESS,
-                                                                     member_id=member.member_id))
-            group.maybe_invoke_sync_callback(member, SyncGroupResult(Errors.REBALANCE_IN_PROGRESS))
-            self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member.member_id))
-        self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
-        self._remove_sync_expiration(group)
+        return self.classic.downgrade(group, remaining, self.consumer.config.migration_policy, self._topic_name)
 
     def _topic_id(self, name: str) -> uuid.UUID | None:
         topic = self.consumer.topics.topic(name)
@@ -474,42 +374,11 @@ class GroupCoordinator(RebalanceMechanics):
             return None
         self.emit_append(group_id, tuple(consumer_admin.group_tombstones(consumer_group)), lambda error: None)
         self.consumer.remove_group(consumer_group, "a classic protocol member joined the empty consumer group")
-        group = self._create_group(group_id)
+        group = self.classic.create_group(group_id)
         group.offsets = consumer_group.offsets
         return None
 
-    # -- the gate ------------------------------------------------------------------------------------
-
-    def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> Errors | None:
-        """The checks every group request passes first: a group id (offset commits and fetches accept "", the
-        rest reject it), then this node coordinating the group, loaded."""
-        if group_id is None or (group_id == "" and not allow_empty):
-            return Errors.INVALID_GROUP_ID
-        if not self.active:
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        partition = self.partition_for(group_id)
-        if partition in self.loading_partitions:
-            return Errors.COORDINATOR_LOAD_IN_PROGRESS
-        if partition not in self.owned_partitions:
-            return Errors.NOT_COORDINATOR
-        return None
-
-    def validate_current_member(
-        self, group: GroupMetadata, member_id: str, group_instance_id: str | None, operation: str
-    ) -> Errors | None:
-        if group_instance_id is not None:
-            current = group.current_static_member_id(group_instance_id)
-            if current is None:
-                return Errors.UNKNOWN_MEMBER_ID
-            if current != member_id:
-                log.info("static_member_fenced", group_id=group.group_id, member_id=member_id,
-                         group_instance_id=group_instance_id, current_member_id=current, operation=operation)
-                return Errors.FENCED_INSTANCE_ID
-        if not group.has(member_id):
-            return Errors.UNKNOWN_MEMBER_ID
-        return None
-
-    # -- JoinGroup -----------------------------------------------------------------------------------
+    # -- the classic protocol's requests, routed by the group's type ----------------------------------
 
     def handle_join_group(self, inp: JoinGroupInput, now_ms: int, respond: JoinCallback) -> None:
         self._tick(now_ms)
@@ -517,10 +386,9 @@ class GroupCoordinator(RebalanceMechanics):
         if error is not None:
             respond(JoinGroupResult(error, member_id=inp.member_id))
             return
-        if not self.config.min_session_timeout_ms <= inp.session_timeout_ms <= self.config.max_session_timeout_ms:
+        if not self.classic.session_timeout_in_range(inp.session_timeout_ms):
             respond(JoinGroupResult(Errors.INVALID_SESSION_TIMEOUT, member_id=inp.member_id))
             return
-        is_unknown_member = inp.member_id == ""
         consumer_group = self.consumer.groups.get(inp.group_id)
         if consumer_group is not None and consumer_group.state is not ConsumerGroupState.EMPTY:
             # KIP-848 migration: a classic member inside a consumer group, assigned by the coordinator.
@@ -531,273 +399,7 @@ class GroupCoordinator(RebalanceMechanics):
             if error is not None:
                 respond(JoinGroupResult(error, member_id=inp.member_id))
                 return
-        group = self.groups.get(inp.group_id)
-        if group is None:
-            if not is_unknown_member:
-                respond(JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, member_id=inp.member_id))
-                return
-            group = self._create_group(inp.group_id)
-        if not self._accept_joining_member(group, inp.member_id):
-            self._reject_over_capacity(group, inp.member_id)
-            respond(JoinGroupResult(Errors.GROUP_MAX_SIZE_REACHED, member_id=""))
-        elif is_unknown_member:
-            self._do_new_member_join(group, inp, respond)
-        else:
-            self._do_current_member_join(group, inp, respond)
-        if group.is_state(PREPARING_REBALANCE):
-            self.rebalance_purgatory.check_and_complete(delayed.join_key(group.group_id))
-
-    def create_simple_group(self, group_id: str) -> GroupMetadata:
-        """A group created by an offset commit with no generation: Empty, no protocol type, in memory
-        only — its offset records are what make it known after a restart."""
-        group = GroupMetadata(group_id, self.wall_ms)
-        self.groups[group_id] = group
-        return group
-
-    def _create_group(self, group_id: str) -> GroupMetadata:
-        group = GroupMetadata(group_id, self.wall_ms)
-        self.groups[group_id] = group
-        # As the new coordinator does: a group created by JoinGroup is recorded at once (gen 0, Empty),
-        # so that it is known after a restart even if nothing else is written for it.
-        self._store_group(group, {}, lambda error: None)
-        return group
-
-    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
-        max_size = self.config.group_max_size
-        if group.state in (EMPTY, DEAD):
-            return True
-        if group.state is PREPARING_REBALANCE:
-            member = group.members.get(member_id)
-            return (member is not None and member.is_awaiting_join) or group.num_members_awaiting_join < max_size
-        return group.has(member_id) or group.size() < max_size
-
-    def _reject_over_capacity(self, group: GroupMetadata, member_id: str) -> None:
-        member = group.members.get(member_id)
-        if member is not None:
-            # Only a member not parked in this join phase can be refused, so nothing of it is parked.
-            self._remove_member(group, member, "group_max_size", "group.max.size reached")
-        elif group.is_pending_member(member_id):
-            log.info("pending_member_removed", group_id=group.group_id, member_id=member_id,
-                     reason="group.max.size reached")
-            group.pending_members.pop(member_id, None)
-            self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member_id))
-
-    def _do_new_member_join(self, group: GroupMetadata, inp: JoinGroupInput, respond: JoinCallback) -> None:
-        if group.is_state(DEAD):
-            respond(JoinGroupResult(Errors.COORDINATOR_NOT_AVAILABLE, member_id=""))
-            return
-        if not group.supports_protocols(inp.protocol_type, {name for name, _ in inp.protocols}):
-            respond(JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=""))
-            return
-        prefix = inp.group_instance_id if inp.group_instance_id is not None else inp.client_id
-        new_member_id = self.member_id_factory(prefix)
-        if inp.group_instance_id is not None:
-            old_member_id = group.current_static_member_id(inp.group_instance_id)
-            if old_member_id is not None:
-                log.info("static_member_replaced", group_id=group.group_id, group_instance_id=inp.group_instance_id,
-                         old_member_id=old_member_id, member_id=new_member_id, generation=group.generation_id,
-                         state=str(group.state), client_id=inp.client_id,
-                         old_client_id=group.get(old_member_id).client_id)
-                self._update_static_member_and_rebalance(group, old_member_id, new_member_id, inp, respond)
-            else:
-                self._add_member_and_rebalance(group, new_member_id, inp, respond)
-        elif inp.api_version >= 4:
-            # KIP-394: hand out the id and wait for the member to come back with it.
-            if len(group.pending_members) >= self.config.group_max_pending_members:
-                self._evict_oldest_pending_member(group)
-            group.pending_members[new_member_id] = None
-            self.heartbeat_purgatory.try_complete_else_watch(
-                delayed.DelayedHeartbeat(self, group, new_member_id, True, inp.session_timeout_ms),
-                (delayed.member_key(group.group_id, new_member_id),),
-                self.now_ms,
-            )
-            respond(JoinGroupResult(Errors.MEMBER_ID_REQUIRED, member_id=new_member_id))
-        else:
-            self._add_member_and_rebalance(group, new_member_id, inp, respond)
-
-    def _evict_oldest_pending_member(self, group: GroupMetadata) -> None:
-        """A flood of JoinGroups without a member id must not grow a group without bound; forgetting the
-        oldest id rather than refusing the new one keeps the group open to real joiners (one whose id was
-        forgotten gets UNKNOWN_MEMBER_ID and joins again)."""
-        oldest = next(iter(group.pending_members))
-        del group.pending_members[oldest]
-        self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, oldest))
-        group.pending_evictions += 1
-        self.events.on_pending_member_evicted(group.group_id)
-        if group.pending_evictions & (group.pending_evictions - 1) == 0:  # 1, 2, 4, 8...: a flood logs little
-            log.warning("pending_members_evicted", group_id=group.group_id, evicted=group.pending_evictions,
-                        max_pending_members=self.config.group_max_pending_members)
-
-    def _do_current_member_join(self, group: GroupMetadata, inp: JoinGroupInput, respond: JoinCallback) -> None:
-        member_id = inp.member_id
-        if group.is_state(DEAD):
-            respond(JoinGroupResult(Errors.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
-            return
-        if not group.supports_protocols(inp.protocol_type, {name for name, _ in inp.protocols}):
-            respond(JoinGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
-            return
-        if group.is_pending_member(member_id):
-            # A pending member never carries an instance id: ids of static members are not handed out first.
-            self._add_member_and_rebalance(group, member_id, inp, respond)
-            return
-        error = self.validate_current_member(group, member_id, inp.group_instance_id, "join-group")
-        if error is not None:
-            respond(JoinGroupResult(error, member_id=member_id))
-            return
-        member = group.get(member_id)
-        state = group.state
-        if state is PREPARING_REBALANCE:
-            self._update_member_and_rebalance(group, member, inp, respond, "member rejoining during PreparingRebalance",
-                                              "member_joined")  # no new rebalance: the trigger is unused
-        elif state is COMPLETING_REBALANCE:
-            if member.matches(inp.protocols):
-                # A retry of a lost JoinGroup response: answer the current generation again.
-                respond(self._current_join_result(group, member_id, include_members=group.is_leader(member_id)))
-            else:
-                self._update_member_and_rebalance(group, member, inp, respond, "member metadata changed",
-                                                  "metadata_changed")
-        elif state is STABLE:
-            if group.is_leader(member_id):
-                # The leader rejoins to trigger a rebalance for changes the metadata doesn't show.
-                self._update_member_and_rebalance(
-                    group, member, inp, respond, "leader rejoined",
-                    "leader_rejoined" if member.matches(inp.protocols) else "metadata_changed")
-            elif not member.matches(inp.protocols):
-                self._update_member_and_rebalance(group, member, inp, respond, "member metadata changed",
-                                                  "metadata_changed")
-            else:
-                respond(self._current_join_result(group, member_id, include_members=False))
-        else:
-            respond(JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, member_id=member_id))
-
-    def _add_member_and_rebalance(
-        self, group: GroupMetadata, member_id: str, inp: JoinGroupInput, respond: JoinCallback
-    ) -> None:
-        member = MemberMetadata(
-            member_id, inp.group_instance_id, inp.client_id, inp.client_host, inp.rebalance_timeout_ms,
-            inp.session_timeout_ms, inp.protocol_type, inp.protocols,
-        )
-        member.is_new = True
-        member.join_api_version = inp.api_version
-        member.awaiting_join = respond
-        if group.is_state(PREPARING_REBALANCE) and group.previous_state is EMPTY:
-            group.new_member_added = True
-        group.add(member)
-        log.info("member_added", group_id=group.group_id, member_id=member_id, generation=group.generation_id,
-                 group_instance_id=inp.group_instance_id, client_id=inp.client_id, reason=inp.reason or "not provided")
-        # A new member cannot heartbeat yet and its socket is muted while it waits, so it gets the
-        # new-member join timeout instead of its session timeout.
-        self._complete_and_schedule_next_expiration(group, member, self.config.new_member_join_timeout_ms)
-        self._note_join_arrival(group, member)
-        self._maybe_prepare_rebalance(group, "join", f"adding new member {member_id}", "member_joined", member)
-
-    def _update_member_and_rebalance(
-        self, group: GroupMetadata, member: MemberMetadata, inp: JoinGroupInput, respond: JoinCallback, reason: str,
-        trigger: RebalanceTrigger,
-    ) -> None:
-        self._supersede_parked_join(member)
-        group.update_member(member, inp.protocols, inp.rebalance_timeout_ms, inp.session_timeout_ms, respond)
-        member.join_api_version = inp.api_version
-        self._note_join_arrival(group, member)
-        self._maybe_prepare_rebalance(
-            group, "join", f"{reason} ({member.member_id}); client reason: {inp.reason or 'not provided'}",
-            trigger, member,
-        )
-
-    def _supersede_parked_join(self, member: MemberMetadata) -> None:
-        # A second JoinGroup for a member already parked (the client retried on a new connection): the
-        # first one would otherwise hold its connection forever.
-        old = member.awaiting_join
-        if old is not None:
-            old(JoinGroupResult(Errors.REBALANCE_IN_PROGRESS, member_id=member.member_id))
-
-    def _update_static_member_and_rebalance(
-        self, group: GroupMetadata, old_member_id: str, new_member_id: str, inp: JoinGroupInput, respond: JoinCallback
-    ) -> None:
-        assert inp.group_instance_id is not None
-        current_leader = group.leader_id
-        member = group.replace_static_member(inp.group_instance_id, old_member_id, new_member_id)
-        old_protocols = member.supported_protocols
-        old_rebalance_timeout_ms = member.rebalance_timeout_ms
-        old_session_timeout_ms = member.session_timeout_ms
-        old_client = (member.client_id, member.client_host)
-        member.client_id, member.client_host = inp.client_id, inp.client_host
-        # The old id's heartbeat expires harmlessly (the id is gone); the new id gets its own.
-        self.complete_and_schedule_next_heartbeat(group, member)
-        group.update_member(member, inp.protocols, inp.rebalance_timeout_ms, inp.session_timeout_ms, respond)
-        member.join_api_version = inp.api_version
-        state = group.state
-        if state is STABLE:
-            if group.protocol_name == group.select_protocol():
-                self._persist_static_replacement(
-                    group, member, old_member_id, current_leader,
-                    (old_protocols, old_rebalance_timeout_ms, old_session_timeout_ms, old_client),
-                )
-            else:
-                self._maybe_prepare_rebalance(
-                    group, "static_replacement", f"static member {new_member_id} rejoined with a protocol change",
-                    member=member,
-                )
-        elif state is COMPLETING_REBALANCE:
-            # The old id may already be in the leader's assignment: only a new rebalance is safe.
-            self._maybe_prepare_rebalance(
-                group, "static_replacement", f"static member {new_member_id} rejoined during CompletingRebalance",
-                member=member,
-            )
-        elif state is PREPARING_REBALANCE:
-            self._note_join_arrival(group, member)  # it simply waits with the others
-        else:
-            raise AssertionError(f"static member of group {group.group_id} in state {state}")
-
-    def _persist_static_replacement(
-        self,
-        group: GroupMetadata,
-        member: MemberMetadata,
-        old_member_id: str,
-        current_leader: str | None,
-        old: tuple[tuple[tuple[str, bytes], ...], int, int, tuple[str, str]],
-    ) -> None:
-        new_member_id = member.member_id
-        generation = group.generation_id
-        assignment = {m.member_id: m.assignment for m in group.members.values()}
-        instance_id = member.group_instance_id
-        assert instance_id is not None
-
-        def on_stored(error: Errors) -> None:
-            if group.state is not STABLE or group.generation_id != generation or not group.has(new_member_id):
-                # The group moved on while we were writing; the parked join was dealt with there.
-                return
-            if error is not Errors.NONE:
-                log.warning("static_member_replacement_failed", group_id=group.group_id,
-                            member_id=new_member_id, error=error.name)
-                protocols, rebalance_ms, session_ms, client = old
-                callback = member.awaiting_join
-                group.update_member(member, protocols, rebalance_ms, session_ms, None)
-                member.client_id, member.client_host = client
-                reverted = group.replace_static_member(instance_id, new_member_id, old_member_id)
-                self.complete_and_schedule_next_heartbeat(group, reverted)
-                if callback is not None:
-                    callback(JoinGroupResult(
-                        map_group_write_error(error), generation_id=group.generation_id,
-                        protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-                        leader=current_leader or "", member_id="",
-                    ))
-                return
-            is_leader = group.is_leader(new_member_id)
-            if member.join_api_version >= 9:
-                # KIP-814: the leader learns it leads but skips the assignor; the group stays Stable.
-                result = self._current_join_result(group, new_member_id, include_members=is_leader)
-                result.skip_assignment = is_leader
-            else:
-                # Older leaders would run the assignor and their sync would be ignored in Stable, so they
-                # are told the old leader id and don't think they lead.
-                result = self._current_join_result(group, new_member_id, include_members=False)
-                result.leader = current_leader or ""
-            group.maybe_invoke_join_callback(member, result)
-
-        self._store_group(group, assignment, on_stored)
-
-    # -- SyncGroup -----------------------------------------------------------------------------------
+        self.classic.handle_join_group(inp, respond)
 
     def handle_sync_group(self, inp: SyncGroupInput, now_ms: int, respond: SyncCallback) -> None:
         self._tick(now_ms)
@@ -813,75 +415,7 @@ class GroupCoordinator(RebalanceMechanics):
                 return
             respond(SyncGroupResult(Errors.UNKNOWN_MEMBER_ID))
             return
-        error = self._validate_sync_group(group, inp)
-        if error is not None:
-            respond(SyncGroupResult(error))
-            return
-        state = group.state
-        if state is EMPTY:
-            respond(SyncGroupResult(Errors.UNKNOWN_MEMBER_ID))
-        elif state is PREPARING_REBALANCE:
-            respond(SyncGroupResult(Errors.REBALANCE_IN_PROGRESS))
-        elif state is COMPLETING_REBALANCE:
-            member = group.get(inp.member_id)
-            if member.awaiting_sync is not None:
-                member.awaiting_sync(SyncGroupResult(Errors.REBALANCE_IN_PROGRESS))
-            member.awaiting_sync = respond
-            self._remove_pending_sync_member(group, inp.member_id)
-            if group.is_leader(inp.member_id):
-                self._store_leader_assignment(group, inp)
-        elif state is STABLE:
-            self._remove_pending_sync_member(group, inp.member_id)
-            member = group.get(inp.member_id)
-            respond(SyncGroupResult(Errors.NONE, group.protocol_type, group.protocol_name, member.assignment))
-            self.complete_and_schedule_next_heartbeat(group, member)
-        else:
-            raise AssertionError(f"SyncGroup reached group {group.group_id} in state {state}")
-
-    def _validate_sync_group(self, group: GroupMetadata, inp: SyncGroupInput) -> Errors | None:
-        if group.is_state(DEAD):
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        error = self.validate_current_member(group, inp.member_id, inp.group_instance_id, "sync-group")
-        if error is not None:
-            return error
-        if inp.generation_id != group.generation_id:
-            return Errors.ILLEGAL_GENERATION
-        if inp.protocol_type is not None and inp.protocol_type != group.protocol_type:
-            return Errors.INCONSISTENT_GROUP_PROTOCOL
-        if inp.protocol_name is not None and inp.protocol_name != group.protocol_name:
-            return Errors.INCONSISTENT_GROUP_PROTOCOL
-        return None
-
-    def _store_leader_assignment(self, group: GroupMetadata, inp: SyncGroupInput) -> None:
-        given = dict(inp.assignments)
-        # Members the leader left out get an empty assignment; ids that are not members are ignored.
-        assignment = {member_id: given.get(member_id, b"") for member_id in group.members}
-        missing = [m for m in group.members if m not in given]
-        log.info("assignment_received", group_id=group.group_id, generation=group.generation_id,
-                 leader=inp.member_id, members=group.size(), missing=len(missing))
-        generation = group.generation_id
-
-        def on_stored(error: Errors) -> None:
-            # Another member may have joined meanwhile: act only if this generation is still completing.
-            if not (group.is_state(COMPLETING_REBALANCE) and group.generation_id == generation):
-                return
-            if error is not Errors.NONE:
-                self._reset_and_propagate_assignment_error(group, map_group_write_error(error))
-                self._maybe_prepare_rebalance(group, "storage_error", f"error {error.name} storing the group assignment")
-                return
-            for member in group.members.values():
-                member.assignment = assignment.get(member.member_id, b"")
-            self._propagate_assignment(group, Errors.NONE)
-            group.transition_to(STABLE, self.wall_ms)
-            trace, group.rebalance_trace = group.rebalance_trace, None
-            log.info("group_stable", group_id=group.group_id, generation=group.generation_id,
-                     reason="leader's assignment is durable", leader=group.leader_id, members=group.size(),
-                     **({} if trace is None else trace.on_stable(self.now_ms)), state_time_ms=group.state_timestamp_ms)
-            self.events.on_stable(group.group_id, self.now_ms)
-
-        self._store_group(group, assignment, on_stored)
-
-    # -- Heartbeat -----------------------------------------------------------------------------------
+        self.classic.handle_sync_group(group, inp, respond)
 
     def handle_heartbeat(self, inp: HeartbeatInput, now_ms: int) -> Errors:
         self._tick(now_ms)
@@ -894,24 +428,9 @@ class GroupCoordinator(RebalanceMechanics):
             consumer_group = self.consumer.groups.get(inp.group_id)
             if consumer_group is not None:
                 return self.classic_members.heartbeat(consumer_group, inp.member_id, inp.group_instance_id,
-                                                       inp.generation_id)
+                                                      inp.generation_id)
             return Errors.UNKNOWN_MEMBER_ID
-        if group.is_state(DEAD):
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        error = self.validate_current_member(group, inp.member_id, inp.group_instance_id, "heartbeat")
-        if error is not None:
-            return error
-        if inp.generation_id != group.generation_id:
-            return Errors.ILLEGAL_GENERATION
-        state = group.state
-        if state is EMPTY:
-            return Errors.UNKNOWN_MEMBER_ID
-        self.complete_and_schedule_next_heartbeat(group, group.get(inp.member_id))
-        if state is PREPARING_REBALANCE:
-            return _HEARTBEAT_REBALANCING
-        return _HEARTBEAT_OK
-
-    # -- LeaveGroup ----------------------------------------------------------------------------------
+        return self.classic.handle_heartbeat(group, inp)
 
     def handle_leave_group(self, inp: LeaveGroupInput, now_ms: int) -> LeaveGroupResult:
         self._tick(now_ms)
@@ -926,36 +445,7 @@ class GroupCoordinator(RebalanceMechanics):
             return LeaveGroupResult(Errors.NONE, [
                 LeaveMemberResult(m.member_id, m.group_instance_id, Errors.UNKNOWN_MEMBER_ID) for m in inp.members
             ])
-        if group.is_state(DEAD):
-            return LeaveGroupResult(Errors.COORDINATOR_NOT_AVAILABLE)
-        results = []
-        for leaving in inp.members:
-            reason = f"LeaveGroup; client reason: {leaving.reason or 'not provided'}"
-            results.append(LeaveMemberResult(
-                leaving.member_id, leaving.group_instance_id, self._leave_one(group, leaving.member_id,
-                                                                              leaving.group_instance_id, reason)
-            ))
-        return LeaveGroupResult(Errors.NONE, results)
-
-    def _leave_one(self, group: GroupMetadata, member_id: str, group_instance_id: str | None, reason: str) -> Errors:
-        if member_id == "":
-            # Admin removal of a static member by instance id (KIP-345).
-            current = group.current_static_member_id(group_instance_id) if group_instance_id is not None else None
-            if current is None:
-                return Errors.UNKNOWN_MEMBER_ID
-            self._remove_member(group, group.get(current), "leave", reason)
-            return Errors.NONE
-        if group.is_pending_member(member_id):
-            self._remove_pending_member_and_update_group(group, member_id)
-            self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member_id))
-            log.info("pending_member_left", group_id=group.group_id, member_id=member_id)
-            return Errors.NONE
-        error = self.validate_current_member(group, member_id, group_instance_id, "leave-group")
-        if error is not None:
-            return error
-        self._remove_member(group, group.get(member_id), "leave", reason)
-        return Errors.NONE
-
+        return self.classic.handle_leave_group(group, inp)
 
 class _OffsetsCleanup(TimerTask):
     """Kafka's periodic cleanupGroupMetadata, every offsets.retention.check.interval.ms."""
@@ -971,3 +461,4 @@ class _OffsetsCleanup(TimerTask):
             return
         self.coordinator.cleanup_group_metadata()
         self.coordinator.timer.add(self, self.coordinator.now_ms)
+

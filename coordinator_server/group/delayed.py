@@ -27,12 +27,6 @@ class RebalanceCallbacks(Protocol):
 
     def on_expire_join(self, group: GroupMetadata) -> None: ...
 
-    def try_complete_pending_sync(
-        self, group: GroupMetadata, generation_id: int, force_complete: Callable[[], bool]
-    ) -> bool: ...
-
-    def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None: ...
-
     def try_complete_heartbeat(
         self, group: GroupMetadata, member_id: str, is_pending: bool, force_complete: Callable[[], bool]
     ) -> bool: ...
@@ -42,10 +36,6 @@ class RebalanceCallbacks(Protocol):
 
 def join_key(group_id: str) -> tuple[str, str]:
     return ("join", group_id)
-
-
-def sync_key(group_id: str) -> tuple[str, str]:
-    return ("sync", group_id)
 
 
 def member_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -111,27 +101,6 @@ class InitialDelayedJoin(DelayedJoin):
 
     def on_expiration(self) -> None:
         pass  # every initial wait ends by expiring; that is its design, not a rebalance timeout
-
-
-class DelayedSync(DelayedOperation):
-    """After a join completes, every member must SyncGroup within the rebalance timeout (KIP-814 era)."""
-
-    __slots__ = ("callbacks", "generation_id", "group")
-
-    def __init__(self, callbacks: RebalanceCallbacks, group: GroupMetadata, generation_id: int, timeout_ms: int) -> None:
-        super().__init__(timeout_ms)
-        self.callbacks = callbacks
-        self.group = group
-        self.generation_id = generation_id
-
-    def try_complete(self) -> bool:
-        return self.callbacks.try_complete_pending_sync(self.group, self.generation_id, self.force_complete)
-
-    def on_complete(self) -> None:
-        pass
-
-    def on_expiration(self) -> None:
-        self.callbacks.on_expire_pending_sync(self.group, self.generation_id)
 
 
 class DelayedHeartbeat(DelayedOperation):

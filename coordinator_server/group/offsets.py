@@ -39,23 +39,11 @@ from .member import MemberMetadata
 from .records import OffsetCommitRecord, OffsetCommitValue
 from .settings import OFFSETS_RETENTION_MS
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from .write_errors import OFFSET_COMMIT_WRITE_ERRORS
 
 # Read once: each `Errors.NONE` in compiled code is a lookup through the enum's metaclass (its
 # `__getattr__` hook), and a durable commit's callbacks test it on every append.
 _NONE: Final = Errors.NONE
-# Write errors as OffsetCommit reports them (Scala GroupCoordinator / new OffsetMetadataManager).
-_COMMIT_WRITE_ERRORS: Final = {
-    Errors.NETWORK_EXCEPTION: Errors.COORDINATOR_LOAD_IN_PROGRESS,
-    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
-    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
-    Errors.MESSAGE_TOO_LARGE: Errors.INVALID_COMMIT_OFFSET_SIZE,
-    Errors.RECORD_LIST_TOO_LARGE: Errors.INVALID_COMMIT_OFFSET_SIZE,
-    Errors.INVALID_FETCH_SIZE: Errors.INVALID_COMMIT_OFFSET_SIZE,
-}
 
 
 class OffsetGroups(Protocol):
@@ -356,7 +344,7 @@ class _PendingCommit:
         group = self.group
         pending = group.pending_offset_commits
         apply = error is _NONE and not group.removed
-        outcome = _COMMIT_WRITE_ERRORS.get(error, error)
+        outcome = OFFSET_COMMIT_WRITE_ERRORS.get(error, error)
         results = self.results
         for key, value in self.to_write:
             remaining = pending.get(key, 1) - 1

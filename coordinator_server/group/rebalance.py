@@ -1,15 +1,16 @@
-"""The mechanics under the request handlers: entering and completing join phases, the pending-sync
-deadline, session liveness, removing members, and handing records to the shell.
+"""The mechanics under the classic group's request handlers: entering and completing join phases, the
+pending-sync deadline, session liveness, removing members, and writing the group's record.
 
-`GroupCoordinator` (coordinator.py) builds on this class; the delayed operations in delayed.py call back
-into it through their `RebalanceCallbacks` protocol, which this class satisfies — so delayed.py needs no
-import of this module or of the façade. Every callback re-checks the group, because a timer set for one
-generation may fire in another.
+The classic group manager (classic_join.py, classic_manager.py) builds on this class; the delayed
+operations in delayed.py call back into it through their `RebalanceCallbacks` protocol, which this class
+satisfies — so delayed.py needs no import of this module. Every callback re-checks the group, because a
+timer set for one generation may fire in another. The clock, the group table and the appends are the
+shard's (shard.py).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Literal, cast
+from typing import Literal, cast
 
 import structlog
 from mypy_extensions import mypyc_attr
@@ -18,35 +19,22 @@ from coordinator_server.purgatory import DelayedOperationPurgatory
 from protocol.errors import Errors
 
 from . import delayed
-from .api import JoinGroupResult, PendingAppend, SyncGroupResult
+from .api import JoinGroupResult, SyncGroupResult
 from .group import GroupMetadata
 from .member import MemberMetadata
 from .rebalance_trace import RebalanceTrace, RebalanceTrigger, member_fields
-from .records import CoordinatorRecord, GroupMetadataRecord, GroupMetadataValue, MemberRecord
+from .records import GroupMetadataRecord, GroupMetadataValue, MemberRecord
 from .settings import GroupConfig
+from .shard import CoordinatorShard
 from .state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from .timers import TimerKey
 
 log = structlog.get_logger("coordinator_server.group")
 
-# Read once: each `Errors.NONE` in compiled code is a lookup through the enum's metaclass (its
-# `__getattr__` hook), and a durable commit's callbacks test it on every append.
-_NONE: Final = Errors.NONE
-# Write errors of the group metadata append, as SyncGroup reports them (Scala GroupCoordinator).
-_SYNC_WRITE_ERRORS: Final = {
-    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
-    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
-    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,  # as Kafka's new coordinator maps it
-    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
-    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
-    Errors.INVALID_FETCH_SIZE: Errors.UNKNOWN_SERVER_ERROR,
-}
 
-
-def map_group_write_error(error: Errors) -> Errors:
-    return _SYNC_WRITE_ERRORS.get(error, error)
+def pending_sync_key(group_id: str) -> TimerKey:
+    """The pending-sync deadline's key: one per group, replaced by each generation's."""
+    return ("classic", "sync", group_id)
 
 
 # Why a rebalance started or a member went, as a small fixed set (metric labels); the free-text reason
@@ -89,27 +77,38 @@ class GroupEvents:
         """A pending KIP-394 member was forgotten because its group held group_max_pending_members."""
 
 
-# GroupCoordinator's base, and GroupCoordinator allows interpreted subclasses.
+# The classic group manager's base (classic_join.py), in a module of its own.
 @mypyc_attr(allow_interpreted_subclasses=True)
 class RebalanceMechanics:
-    # Provided by GroupCoordinator.
-    config: GroupConfig
-    groups: dict[str, GroupMetadata]
-    now_ms: int
-    events: GroupEvents
-    heartbeat_purgatory: DelayedOperationPurgatory[delayed.DelayedHeartbeat]
-    rebalance_purgatory: DelayedOperationPurgatory[delayed.DelayedOperation]
-    _appends: list[PendingAppend]
+    def __init__(self, shard: CoordinatorShard, config: GroupConfig, events: GroupEvents) -> None:
+        self.shard = shard
+        self.config = config
+        self.events = events
+        self.heartbeat_purgatory: DelayedOperationPurgatory[delayed.DelayedHeartbeat] = DelayedOperationPurgatory(
+            "Heartbeat", shard.timer
+        )
+        self.rebalance_purgatory: DelayedOperationPurgatory[delayed.DelayedOperation] = DelayedOperationPurgatory(
+            "Rebalance", shard.timer
+        )
 
     @property
-    def wall_ms(self) -> int:
-        raise NotImplementedError
+    def now_ms(self) -> int:
+        return self.shard.now_ms
 
-    def partition_for(self, group_id: str) -> int:
-        raise NotImplementedError
-
-    def _tick(self, now_ms: int) -> None:
-        raise NotImplementedError
+    def validate_current_member(
+        self, group: GroupMetadata, member_id: str, group_instance_id: str | None, operation: str
+    ) -> Errors | None:
+        if group_instance_id is not None:
+            current = group.current_static_member_id(group_instance_id)
+            if current is None:
+                return Errors.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                log.info("static_member_fenced", group_id=group.group_id, member_id=member_id,
+                         group_instance_id=group_instance_id, current_member_id=current, operation=operation)
+                return Errors.FENCED_INSTANCE_ID
+        if not group.has(member_id):
+            return Errors.UNKNOWN_MEMBER_ID
+        return None
 
     def _current_join_result(self, group: GroupMetadata, member_id: str, include_members: bool) -> JoinGroupResult:
         return JoinGroupResult(
@@ -148,24 +147,24 @@ class RebalanceMechanics:
         else:
             operation = delayed.DelayedJoin(self, group, rebalance_timeout_ms)
         previous = group.state
-        group.transition_to(PREPARING_REBALANCE, self.wall_ms)
+        group.transition_to(PREPARING_REBALANCE, self.shard.wall_ms)
         # Set before the join can complete (at once, below, when every member is already in).
-        trace = RebalanceTrace(trigger or _TRIGGER_OF[kind], self.now_ms, was_empty,
+        trace = RebalanceTrace(trigger or _TRIGGER_OF[kind], self.shard.now_ms, was_empty,
                                group.rebalance_trace if previous is COMPLETING_REBALANCE else None)
         group.rebalance_trace = trace
         if member is not None and member.is_awaiting_join:
-            trace.on_arrival(member, self.now_ms)
+            trace.on_arrival(member, self.shard.now_ms)
         log.info("preparing_rebalance", group_id=group.group_id, generation=group.generation_id,
                  reason=reason, members=group.size(), trigger=trace.trigger, **member_fields(member),
                  previous_state=str(previous), state_time_ms=group.state_timestamp_ms)
-        self.events.on_rebalance(group.group_id, kind, self.now_ms)
-        self.rebalance_purgatory.try_complete_else_watch(operation, (delayed.join_key(group.group_id),), self.now_ms)
+        self.events.on_rebalance(group.group_id, kind, self.shard.now_ms)
+        self.rebalance_purgatory.try_complete_else_watch(operation, (delayed.join_key(group.group_id),), self.shard.now_ms)
 
     def _note_join_arrival(self, group: GroupMetadata, member: MemberMetadata) -> None:
         """A member's JoinGroup is parked in the current join phase (before the phase is checked)."""
         trace = group.rebalance_trace
         if trace is not None and group.is_state(PREPARING_REBALANCE) and member.is_awaiting_join:
-            trace.on_arrival(member, self.now_ms)
+            trace.on_arrival(member, self.shard.now_ms)
 
     def try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool:
         if group.has_all_members_joined():
@@ -196,13 +195,13 @@ class RebalanceMechanics:
             self.rebalance_purgatory.try_complete_else_watch(
                 delayed.DelayedJoin(self, group, group.rebalance_timeout_ms()),
                 (delayed.join_key(group.group_id),),
-                self.now_ms,
+                self.shard.now_ms,
             )
             return
-        group.init_next_generation(self.wall_ms)
+        group.init_next_generation(self.shard.wall_ms)
         trace = group.rebalance_trace
         phase = {} if trace is None else trace.on_join_completed(
-            self.now_ms, [m.member_id for m in not_rejoined], pending_members)
+            self.shard.now_ms, [m.member_id for m in not_rejoined], pending_members)
         if group.is_state(EMPTY):
             log.info("group_empty", group_id=group.group_id, generation=group.generation_id,
                      reason="no members left when the join phase completed", **phase,
@@ -242,30 +241,23 @@ class RebalanceMechanics:
                 self.complete_and_schedule_next_heartbeat(group, member)
 
     def _schedule_pending_sync(self, group: GroupMetadata) -> None:
-        self.rebalance_purgatory.try_complete_else_watch(
-            delayed.DelayedSync(self, group, group.generation_id, group.rebalance_timeout_ms()),
-            (delayed.sync_key(group.group_id),),
-            self.now_ms,
-        )
+        # Every member must SyncGroup within the rebalance timeout (KIP-814 era). A keyed timer, not a
+        # delayed operation: nothing completes it but its cancellation once the last member has synced.
+        generation = group.generation_id
+        self.shard.timers.schedule(pending_sync_key(group.group_id), group.rebalance_timeout_ms(),
+                                   self.shard.now_ms, lambda: self.on_expire_pending_sync(group, generation))
 
     def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
-        self.rebalance_purgatory.check_and_complete(delayed.sync_key(group.group_id))
+        if not group.pending_sync_members:
+            self.shard.timers.cancel(pending_sync_key(group.group_id))
 
     def _remove_sync_expiration(self, group: GroupMetadata) -> None:
         group.pending_sync_members.clear()
-        self.rebalance_purgatory.check_and_complete(delayed.sync_key(group.group_id))
-
-    def try_complete_pending_sync(
-        self, group: GroupMetadata, generation_id: int, force_complete: Callable[[], bool]
-    ) -> bool:
-        if generation_id != group.generation_id or group.state in (DEAD, EMPTY, PREPARING_REBALANCE):
-            return force_complete()
-        if not group.pending_sync_members:
-            return force_complete()
-        return False
+        self.shard.timers.cancel(pending_sync_key(group.group_id))
 
     def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None:
+        # The timer carries the generation it was set for: the group may be in another one by now.
         if generation_id != group.generation_id or group.state not in (COMPLETING_REBALANCE, STABLE):
             return
         if not group.pending_sync_members:
@@ -299,7 +291,7 @@ class RebalanceMechanics:
                 and current.scheduled and self.heartbeat_purgatory.is_sole_watcher(current)):
             member.heartbeat_satisfied = False
             if not member.has_satisfied_heartbeat():
-                self.heartbeat_purgatory.reschedule(current, timeout_ms, self.now_ms)
+                self.heartbeat_purgatory.reschedule(current, timeout_ms, self.shard.now_ms)
                 return
         key = delayed.member_key(group.group_id, member.member_id)
         member.heartbeat_satisfied = True
@@ -307,7 +299,7 @@ class RebalanceMechanics:
         member.heartbeat_satisfied = False
         operation = delayed.DelayedHeartbeat(self, group, member.member_id, False, timeout_ms)
         member.heartbeat_op = None if self.heartbeat_purgatory.try_complete_else_watch(
-            operation, (key,), self.now_ms) else operation
+            operation, (key,), self.shard.now_ms) else operation
 
     def _remove_heartbeat_for_leaving_member(self, group: GroupMetadata, member_id: str) -> None:
         self.heartbeat_purgatory.check_and_complete(delayed.member_key(group.group_id, member_id))
@@ -365,20 +357,7 @@ class RebalanceMechanics:
 
     def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes], on_done: Callable[[Errors], None]) -> None:
         record = GroupMetadataRecord(group.group_id, self.group_metadata_value(group, assignment))
-        self.emit_append(group.group_id, (record,), on_done)
-
-    def emit_append(
-        self, group_id: str, records: tuple[CoordinatorRecord, ...], on_done: Callable[[Errors], None]
-    ) -> None:
-        """Hand records to the shell to make durable; on_done runs with the write's outcome."""
-
-        def on_complete(error: Errors, now_ms: int) -> None:
-            self._tick(now_ms)
-            if error is not _NONE:
-                log.warning("coordinator_write_failed", group_id=group_id, error=error.name, records=len(records))
-            on_done(error)
-
-        self._appends.append(PendingAppend(group_id, self.partition_for(group_id), records, on_complete))
+        self.shard.emit_append(group.group_id, (record,), on_done)
 
     def group_metadata_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> GroupMetadataValue:
         protocol = group.protocol_name

@@ -14,144 +14,61 @@ of this leader holds or will hold (docs/decisions.md, "KIP-848 consumer groups")
 
 Timers, keyed per member and replaced on every schedule: the session timeout (reset by every heartbeat;
 expiry fences the member) and the rebalance timeout (set when a member must revoke partitions; it is
-fenced if it has not done so at that epoch by then). Both re-check the group when they fire.
+fenced if it has not done so at that epoch by then). Both re-check the group when they fire. They, the
+group table and fencing are the base class's (liveness.py); the request checks are validation.py's.
 """
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Protocol
 
 import structlog
 
-from coordinator_server.purgatory import Timer, TimerTask
 from protocol.errors import Errors
-from protocol.kafka_uuid import random_kafka_uuid_string
 
-from ..api import AppendRecords
 from ..records import CoordinatorRecord, OffsetCommitValue
-from . import admin
 from . import regex as regexes
 from .api import (
-    ConsumerGroupDescription,
     ConsumerGroupHeartbeatInput,
     ConsumerGroupHeartbeatResult,
     HeartbeatCallback,
 )
-from .assignors import ASSIGNORS, PartitionAssignorError
+from .assignors import PartitionAssignorError
 from .errors import ConsumerGroupError, group_not_found, invalid_request, not_a_consumer_group, unknown_member
 from .group import ConsumerGroup
+from .liveness import FENCE_KINDS as FENCE_KINDS
+from .liveness import ConsumerGroupEvents as ConsumerGroupEvents
+from .liveness import ConsumerGroupLiveness, member_tombstones
+from .liveness import ConsumerGroupsHost as ConsumerGroupsHost
 from .member import ConsumerGroupMember, MemberState, new_member
 from .reconciliation import FencedByReconciliation, reconcile
 from .records import (
-    CONSUMER_GROUP_RECORD_TYPES,
     Assignment,
     ConsumerGroupCurrentMemberAssignmentRecord,
     ConsumerGroupMemberMetadataRecord,
     ConsumerGroupMetadataRecord,
     ConsumerGroupPartitionMetadataRecord,
-    ConsumerGroupRecord,
     ConsumerGroupRegularExpressionRecord,
     ConsumerGroupTargetAssignmentMemberRecord,
-    ConsumerGroupTargetAssignmentMetadataRecord,
     ResolvedRegex,
     TopicMetadata,
     assignment_partitions,
 )
-from .settings import REGEX_REFRESH_INTERVAL_MS, ConsumerGroupConfig
+from .settings import REGEX_REFRESH_INTERVAL_MS
 from .target import build_target_assignment, subscribed_topics
-from .topics import StaticTopicsImage, TopicsImage
+from .validation import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    LEAVE_STATIC_EPOCH,
+    throw_if_epoch_invalid,
+    throw_if_instance_fenced,
+    validate_request,
+)
 
 log = structlog.get_logger("coordinator_server.group.consumer")
 
-JOIN_EPOCH = 0
-LEAVE_EPOCH = -1
-LEAVE_STATIC_EPOCH = -2
-CONSUMER_GENERATED_MEMBER_ID_VERSION = 1
 
-# Write errors as the heartbeat reports them (the new coordinator's mapping for its writes).
-_WRITE_ERRORS = {
-    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
-    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
-    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
-    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
-}
-
-
-class ConsumerGroupsHost(Protocol):
-    """What the manager needs of the façade (coordinator.py): the clock, the gate, the timer, the classic
-    groups sharing the group-id namespace, and the append queue."""
-
-    @property
-    def now_ms(self) -> int: ...
-
-    @property
-    def wall_ms(self) -> int: ...
-
-    @property
-    def timer(self) -> Timer: ...
-
-    def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> Errors | None: ...
-
-    def classic_group_is_empty(self, group_id: str) -> bool | None:
-        """None: no classic group of that id; True: one without members (a consumer group may take it)."""
-        ...
-
-    def take_over_classic_group(self, group_id: str) -> tuple[dict[tuple[str, int], OffsetCommitValue], CoordinatorRecord]:
-        """Remove the empty classic group; its committed offsets and the tombstone that deletes it."""
-        ...
-
-    def upgrade_classic_group(self, group_id: str
-                              ) -> tuple[list[CoordinatorRecord], dict[tuple[str, int], OffsetCommitValue]] | None:
-        """Remove the classic group (with members) if it may become a consumer group: the records that
-        delete it and create the consumer group, and its offsets; None if it may not."""
-        ...
-
-    def downgrade_consumer_group(self, group: ConsumerGroup, remaining: list[ConsumerGroupMember]
-                                 ) -> list[CoordinatorRecord] | None:
-        """Make the classic group this consumer group becomes when only `remaining` (all classic members)
-        are left, and start its rebalance: the records that write it; None if it stays a consumer group."""
-        ...
-
-
-class ConsumerGroupEvents:
-    """What the manager reports for metrics (the shell passes an implementation; this one does nothing)."""
-
-    def on_group_epoch_bump(self, group_id: str, reason: str) -> None:
-        """The group epoch moved: a rebalance of the consumer protocol started."""
-
-    def on_member_fenced(self, group_id: str, reason: str, kind: str) -> None:
-        """A member was removed; `kind` is one of FENCE_KINDS (a bounded label), `reason` says more."""
-
-
-def default_member_id() -> str:
-    return random_kafka_uuid_string()
-
-
-class ConsumerGroupManager:
-    def __init__(self, host: ConsumerGroupsHost, append: AppendRecords, config: ConsumerGroupConfig | None = None,
-                 topics: TopicsImage | None = None, new_member_id: Callable[[], str] = default_member_id,
-                 events: ConsumerGroupEvents | None = None) -> None:
-        self.host = host
-        self.append = append
-        self.config = config or ConsumerGroupConfig()
-        self.topics: TopicsImage = topics if topics is not None else StaticTopicsImage()
-        self.new_member_id = new_member_id
-        self.events = events or ConsumerGroupEvents()
-        self.groups: dict[str, ConsumerGroup] = {}
-        self._timers: dict[tuple[str, str, str], _MemberTimer] = {}
-        unknown = [a for a in self.config.assignors if a not in ASSIGNORS]
-        if unknown or not self.config.assignors:
-            raise ValueError(f"unknown consumer group assignors {unknown}; known: {', '.join(ASSIGNORS)}")
-
-    def group(self, group_id: str) -> ConsumerGroup | None:
-        return self.groups.get(group_id)
-
+class ConsumerGroupManager(ConsumerGroupLiveness):
     # -- ConsumerGroupHeartbeat --------------------------------------------------------------------------
 
     def handle_heartbeat(self, inp: ConsumerGroupHeartbeatInput, respond: HeartbeatCallback) -> None:
@@ -160,7 +77,7 @@ class ConsumerGroupManager:
             respond(ConsumerGroupHeartbeatResult(error))
             return
         try:
-            self._validate_request(inp)
+            validate_request(inp, self.config.assignors)
             if inp.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
                 records, result = self._leave(inp)
             else:
@@ -181,38 +98,6 @@ class ConsumerGroupManager:
                 respond(ConsumerGroupHeartbeatResult(self.write_error(error)))
 
         self.append(inp.group_id, tuple(records), on_written)
-
-    @staticmethod
-    def write_error(error: Errors) -> Errors:
-        """A failed write as the request that caused it reports it."""
-        return _WRITE_ERRORS.get(error, error)
-
-    def _validate_request(self, inp: ConsumerGroupHeartbeatInput) -> None:
-        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid, with its messages."""
-        epoch = inp.member_epoch
-        if inp.api_version >= CONSUMER_GENERATED_MEMBER_ID_VERSION or epoch > 0 or epoch == LEAVE_EPOCH:
-            _throw_if_empty(inp.member_id, "MemberId can't be empty.")
-        _throw_if_empty(inp.group_id, "GroupId can't be empty.")
-        _throw_if_empty(inp.instance_id, "InstanceId can't be empty.")
-        _throw_if_empty(inp.rack_id, "RackId can't be empty.")
-        if epoch == JOIN_EPOCH:
-            if inp.rebalance_timeout_ms == -1:
-                raise invalid_request("RebalanceTimeoutMs must be provided in first request.")
-            if inp.owned_partitions is None or inp.owned_partitions:
-                raise invalid_request("TopicPartitions must be empty when (re-)joining.")
-            if inp.subscribed_topic_names is None and inp.subscribed_topic_regex is None:
-                raise invalid_request("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
-                                      "when (re-)joining.")
-        elif epoch == LEAVE_STATIC_EPOCH:
-            if inp.instance_id is None:
-                raise invalid_request("InstanceId can't be null.")
-        elif epoch < LEAVE_STATIC_EPOCH:
-            raise invalid_request("MemberEpoch is invalid.")
-        if inp.server_assignor is not None and inp.server_assignor not in self.config.assignors:
-            raise ConsumerGroupError(
-                Errors.UNSUPPORTED_ASSIGNOR,
-                f"ServerAssignor {inp.server_assignor} is not supported. Supported assignors: "
-                f"{', '.join(self.config.assignors)}.")
 
     def _heartbeat(self, inp: ConsumerGroupHeartbeatInput) -> tuple[list[CoordinatorRecord], ConsumerGroupHeartbeatResult]:
         records: list[CoordinatorRecord] = []
@@ -337,7 +222,7 @@ class ConsumerGroupManager:
                 raise unknown_member(member_id, group.group_id)
             log.info("consumer_member_joining", group_id=group.group_id, member_id=member_id, protocol="consumer")
             return new_member(member_id)
-        _throw_if_epoch_invalid(member, inp)
+        throw_if_epoch_invalid(member, inp)
         return member
 
     def static_member(self, group: ConsumerGroup, member_id: str, inp: ConsumerGroupHeartbeatInput, joining: bool,
@@ -350,8 +235,8 @@ class ConsumerGroupManager:
         if not joining:
             if existing is None:
                 raise ConsumerGroupError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-            _throw_if_instance_fenced(existing, group.group_id, member_id, instance_id)
-            _throw_if_epoch_invalid(existing, inp)
+            throw_if_instance_fenced(existing, group.group_id, member_id, instance_id)
+            throw_if_epoch_invalid(existing, inp)
             return existing
         if existing is None:
             member = group.members.get(member_id)
@@ -375,7 +260,7 @@ class ConsumerGroupManager:
                 f"instance id is owned by {existing.member_id} member.")
         # The instance restarted: the new member id takes over the old one's assignment, epoch 0.
         replacement = _rename(existing, member_id)
-        records.extend(_member_tombstones(group.group_id, existing.member_id))
+        records.extend(member_tombstones(group.group_id, existing.member_id))
         records.append(ConsumerGroupMemberMetadataRecord(group.group_id, member_id, replacement.metadata_value()))
         records.append(ConsumerGroupTargetAssignmentMemberRecord(group.group_id, member_id,
                                                                  group.member_target(existing.member_id)))
@@ -533,7 +418,7 @@ class ConsumerGroupManager:
         member = group.static_member(inp.instance_id)
         if member is None:
             raise ConsumerGroupError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {inp.instance_id} is unknown.")
-        _throw_if_instance_fenced(member, group.group_id, inp.member_id, inp.instance_id)
+        throw_if_instance_fenced(member, group.group_id, inp.member_id, inp.instance_id)
         if inp.member_epoch == LEAVE_STATIC_EPOCH:
             # It will be back within its session timeout: keep its partitions, only mark it away.
             away = replace(member, member_epoch=LEAVE_STATIC_EPOCH, partitions_pending_revocation={})
@@ -546,259 +431,7 @@ class ConsumerGroupManager:
             return records, result
         return self._fence(group, member, "the static member left the group", "leave"), result
 
-    def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str, kind: str
-               ) -> list[CoordinatorRecord]:
-        return self.fence_members(group, [member], reason, kind)
-
-    def fence_members(self, group: ConsumerGroup, members: list[ConsumerGroupMember], reason: str, kind: str
-                      ) -> list[CoordinatorRecord]:
-        """Remove the members and bump the group epoch once; the records are applied here and returned.
-        If only classic members remain, the group may become a classic group instead (KIP-848's downgrade)."""
-        leaving = {m.member_id for m in members}
-        remaining = [m for m in group.members.values() if m.member_id not in leaving]
-        downgrade = self.host.downgrade_consumer_group(group, remaining)
-        for member in members:
-            self._cancel_timers(group.group_id, member.member_id)
-            log.info("consumer_member_removed", group_id=group.group_id, member_id=member.member_id,
-                     group_instance_id=member.instance_id, reason=reason,
-                     group_epoch=None if downgrade is not None else group.group_epoch + 1)
-            self.events.on_member_fenced(group.group_id, reason, kind)
-        if downgrade is not None:
-            records: list[CoordinatorRecord] = [*admin.group_tombstones(group), *downgrade]
-            self.remove_group(group, "downgraded to a classic group: only classic protocol members remain")
-            return records
-        records = []
-        regexes_left = dict(group.subscribed_regexes)
-        for member in members:
-            records.extend(_member_tombstones(group.group_id, member.member_id))
-            regex = member.subscribed_topic_regex
-            if regex:
-                regexes_left[regex] = regexes_left.get(regex, 0) - 1
-                if regexes_left[regex] == 0:
-                    records.append(ConsumerGroupRegularExpressionRecord(group.group_id, regex, None))
-        resolved = {r: v for r, v in group.resolved_regexes.items() if regexes_left.get(r, 0) > 0}
-        names: set[str] = set()
-        for other in remaining:
-            names |= subscribed_topics(other, resolved)
-        metadata = {n: t for n in names if (t := self.topics.topic(n)) is not None}
-        if metadata != group.subscription_metadata:
-            records.append(ConsumerGroupPartitionMetadataRecord(group.group_id, tuple(sorted(
-                metadata.values(), key=lambda t: t.name))))
-        epoch = group.group_epoch + 1
-        records.append(ConsumerGroupMetadataRecord(group.group_id, epoch))
-        if not remaining:
-            # The empty group's (empty) target assignment is at the new epoch too, as Kafka writes it: an
-            # empty group's two epochs are equal.
-            records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, epoch))
-        self._apply(group, records)
-        group.metadata_version = self.topics.version
-        removed = ", ".join(m.member_id for m in members)
-        log.info("consumer_group_epoch_bumped", group_id=group.group_id, group_epoch=epoch,
-                 reason=f"member {removed} removed: {reason}")
-        self.events.on_group_epoch_bump(group.group_id, f"member removed: {reason}")
-        return records
-
-    def fence_from_timer(self, group_id: str, member_id: str, reason: str, epoch: int | None,
-                         kind: str = "session_expiry") -> None:
-        """A member's session or rebalance timeout fired: fence it if it is still there (at `epoch`)."""
-        group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        if group is None or member is None:
-            return
-        if epoch is not None and member.member_epoch != epoch:
-            return  # it moved on to another epoch since the timer was set
-        records = self._fence(group, member, reason, kind)
-        # Like Kafka's timer-driven writes: a lost one is simply redone when the member is fenced again.
-        self.append(group_id, tuple(records), lambda error: None)
-
-    # -- the group table: loading, unloading, removing, describing ---------------------------------------
-
-    def load(self, groups: Iterable[ConsumerGroup]) -> int:
-        """Groups replayed from the log take over; every member gets a fresh session timeout (and a
-        rebalance timeout if it still has partitions to revoke), as Kafka's onLoaded does."""
-        count = 0
-        for group in groups:
-            self.groups[group.group_id] = group
-            count += 1
-            for member in group.members.values():
-                self.schedule_session_timeout(group.group_id, member.member_id)
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    self._schedule_rebalance_timeout(group.group_id, member)
-        return count
-
-    def remove_group(self, group: ConsumerGroup, reason: str) -> None:
-        """Forget the group (deleted, expired or unloaded); its tombstones are the caller's to write."""
-        group.dead = True
-        for member_id in list(group.members):
-            self._cancel_timers(group.group_id, member_id)
-        self.groups.pop(group.group_id, None)
-        log.info("consumer_group_removed", group_id=group.group_id, members=len(group.members), reason=reason)
-
-    def describe_groups(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
-        """ConsumerGroupDescribe: each group as the coordinator sees it, or why it cannot say."""
-        out = []
-        for group_id in group_ids:
-            error = self.host.validate_group_status(group_id)
-            if error is not None:
-                out.append(ConsumerGroupDescription(group_id, error))
-                continue
-            group = self.groups.get(group_id)
-            if group is None:
-                if self.host.classic_group_is_empty(group_id) is not None:
-                    out.append(admin.not_found(group_id, f"Group {group_id} is not a consumer group."))
-                else:
-                    out.append(admin.not_found(group_id, f"Group {group_id} not found."))
-                continue
-            out.append(admin.describe(group, self.config.default_assignor, self._topic_name))
-        return out
-
-    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
-        topic = self.topics.topic_by_id(topic_id)
-        return None if topic is None else topic.name
-
-    # -- applying records ---------------------------------------------------------------------------------
-
-    def _apply(self, group: ConsumerGroup, records: Iterable[CoordinatorRecord]) -> None:
-        if group.group_id not in self.groups:
-            self.groups[group.group_id] = group
-        for record in records:
-            if isinstance(record, CONSUMER_GROUP_RECORD_TYPES):
-                group.apply(record)
-
-    # -- timers ------------------------------------------------------------------------------------------
-
-    def schedule_session_timeout(self, group_id: str, member_id: str) -> None:
-        """A classic member inside the group keeps the session timeout it joined with."""
-        group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        classic = member.classic_member_metadata if member is not None else None
-        timeout_ms = classic.session_timeout_ms if classic is not None else self.config.session_timeout_ms
-        self._schedule(_MemberTimer(self, group_id, member_id, "session", None, timeout_ms))
-
-    def schedule_classic_timeout(self, group_id: str, member: ConsumerGroupMember, kind: str) -> None:
-        """A classic member must rejoin ("join") or sync ("sync") within its rebalance timeout; a join
-        timeout already running is left alone (Kafka's scheduleConsumerGroupJoinTimeoutIfAbsent)."""
-        if kind == "join" and (group_id, member.member_id, kind) in self._timers:
-            return
-        self._schedule(_MemberTimer(self, group_id, member.member_id, kind, None, max(member.rebalance_timeout_ms, 0)))
-
-    def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
-        timeout_ms = max(member.rebalance_timeout_ms, 0)
-        self._schedule(_MemberTimer(self, group_id, member.member_id, "rebalance", member.member_epoch, timeout_ms))
-
-    def _schedule(self, task: _MemberTimer) -> None:
-        key = (task.group_id, task.member_id, task.kind)
-        old = self._timers.get(key)
-        if old is not None:
-            old.cancel()
-        self._timers[key] = task
-        self.host.timer.add(task, self.host.now_ms)
-
-    def cancel_timer(self, group_id: str, member_id: str, kind: str) -> None:
-        task = self._timers.pop((group_id, member_id, kind), None)
-        if task is not None:
-            task.cancel()
-
-    def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        for kind in _TIMER_KINDS:
-            self.cancel_timer(group_id, member_id, kind)
-
-    def timer_fired(self, task: _MemberTimer) -> None:
-        if self._timers.get((task.group_id, task.member_id, task.kind)) is task:
-            del self._timers[(task.group_id, task.member_id, task.kind)]
-        if task.kind == "session":
-            self.fence_from_timer(task.group_id, task.member_id, "the member session expired", None)
-        elif task.kind in _CLASSIC_TIMEOUT_REASONS:
-            self.fence_from_timer(task.group_id, task.member_id, _CLASSIC_TIMEOUT_REASONS[task.kind], None,
-                                  f"{task.kind}_timeout")
-        else:
-            self.fence_from_timer(task.group_id, task.member_id,
-                                  f"it failed to transition from epoch {task.epoch} within {task.delay_ms}ms",
-                                  task.epoch, "rebalance_timeout")
-
-    def scheduled_timers(self) -> dict[tuple[str, str, str], int]:
-        """(group, member, kind) -> deadline, for tests and metrics."""
-        return {key: task.deadline_ms for key, task in self._timers.items() if task.scheduled}
-
-
-_TIMER_KINDS = ("session", "rebalance", "join", "sync")
-# Why members are removed, as metrics label them.
-FENCE_KINDS = ("leave", "session_expiry", "rebalance_timeout", "join_timeout", "sync_timeout")
-_CLASSIC_TIMEOUT_REASONS = {
-    "join": "the classic member failed to rejoin within its rebalance timeout",
-    "sync": "the classic member failed to sync within its rebalance timeout",
-}
-
-
-class _MemberTimer(TimerTask):
-    __slots__ = ("epoch", "group_id", "kind", "manager", "member_id")
-
-    def __init__(self, manager: ConsumerGroupManager, group_id: str, member_id: str, kind: str, epoch: int | None,
-                 delay_ms: int) -> None:
-        super().__init__(delay_ms)
-        self.manager = manager
-        self.group_id = group_id
-        self.member_id = member_id
-        self.kind = kind
-        self.epoch = epoch
-
-    def run(self) -> None:
-        self.manager.timer_fired(self)
-
-
-def _throw_if_empty(value: str | None, message: str) -> None:
-    if value is not None and not value.strip():
-        raise invalid_request(message)
-
-
-def _owned_subset(owned: Iterable[tuple[uuid.UUID, tuple[int, ...]]] | None, assigned: Assignment) -> bool:
-    if owned is None:
-        return False
-    for topic_id, partitions in owned:
-        mine = assigned.get(topic_id)
-        if mine is None or any(p not in mine for p in partitions):
-            return False
-    return True
-
-
-def _throw_if_epoch_invalid(member: ConsumerGroupMember, inp: ConsumerGroupHeartbeatInput) -> None:
-    """Kafka's throwIfConsumerGroupMemberEpochIsInvalid; epoch 0 is a rejoin and always accepted
-    (KAFKA-19233: a fenced member rejoins with its own member id)."""
-    received = inp.member_epoch
-    if received == JOIN_EPOCH:
-        return
-    if received > member.member_epoch:
-        raise ConsumerGroupError(Errors.FENCED_MEMBER_EPOCH,
-                                 f"The consumer group member has a greater member epoch ({received}) than the one "
-                                 f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-                                 f"all its partitions and rejoin.")
-    if received < member.member_epoch and (
-            received != member.previous_member_epoch
-            or not _owned_subset(inp.owned_partitions, member.assigned_partitions)):
-        # The previous epoch with a subset of the assignment is a lost response: accepted.
-        raise ConsumerGroupError(Errors.FENCED_MEMBER_EPOCH,
-                                 f"The consumer group member has a smaller member epoch ({received}) than the one "
-                                 f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-                                 f"all its partitions and rejoin.")
-
-
-def _throw_if_instance_fenced(member: ConsumerGroupMember, group_id: str, member_id: str, instance_id: str) -> None:
-    if member.member_id != member_id:
-        log.info("static_member_fenced", group_id=group_id, member_id=member_id, group_instance_id=instance_id,
-                 current_member_id=member.member_id, operation="consumer-group-heartbeat")
-        raise ConsumerGroupError(Errors.FENCED_INSTANCE_ID,
-                                 f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                                 f"{member.member_id}.")
-
-
-def _member_tombstones(group_id: str, member_id: str) -> list[ConsumerGroupRecord]:
-    """A member's tombstones, in Kafka's order: current assignment, target, then metadata."""
-    return [
-        ConsumerGroupCurrentMemberAssignmentRecord(group_id, member_id, None),
-        ConsumerGroupTargetAssignmentMemberRecord(group_id, member_id, None),
-        ConsumerGroupMemberMetadataRecord(group_id, member_id, None),
-    ]
-
 
 def _rename(member: ConsumerGroupMember, member_id: str) -> ConsumerGroupMember:
     return replace(member, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+
