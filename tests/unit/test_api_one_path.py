@@ -203,3 +203,16 @@ async def test_a_frame_the_generic_decode_refuses_closes_the_connection(
         serve(bytes([0, key, 0, 99]) + payload[4:], context(Runtime()))  # version 99: not served
     with pytest.raises(CloseConnection):
         serve(payload[:6], context(Runtime()))  # a header cut short
+
+
+def test_every_advertised_api_has_exactly_one_path() -> None:
+    from unittest.mock import Mock
+
+    from coordinator_server.net.apis.table import SERVED_API_KEYS
+    from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
+    from protocol.apis import API_TABLE
+
+    handlers = RequestHandlers(Mock(), Mock(), BrokerEndpoint(0, "h", 1), "cluster", Mock())
+    generic = set(handlers._handlers)
+    assert {8, 9, 11, 12, 13, 14} == SERVED_API_KEYS
+    assert not generic & SERVED_API_KEYS and generic | SERVED_API_KEYS == set(API_TABLE)
