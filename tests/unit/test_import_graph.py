@@ -1,4 +1,5 @@
-"""No import circles in the coordinator core, nor in any other package of the project (small modules, no import circles).
+"""No import circles in the coordinator core, nor in any other package of the project (small modules, no import circles);
+and protocol/ imports nothing of coordinator_server/ (its layer).
 
 Every module of `coordinator_server/` is parsed with `ast`; every import counts — at module level, inside a
 function, or under `if TYPE_CHECKING:` (a type-only import back is still an arrow back). An arrow goes to
@@ -166,6 +167,20 @@ def test_the_other_packages_have_no_import_cycle(package: str) -> None:
     graph = import_graph(package)
     assert graph, f"no modules found in {package}/"
     assert not cycles(graph), f"import cycles in {package}:\n{describe(graph)}"
+
+
+def test_protocol_imports_nothing_of_the_coordinator() -> None:
+    """protocol/ is bytes and message classes: turning them into the core's inputs and back is
+    coordinator_server/net/'s (docs/architecture.md, the request path). Every import counts, as above."""
+    offending = []
+    for name, path in module_names("protocol").items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                targets = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if not getattr(node, "level", 0):
+                    offending += [f"{name} imports {t}" for t in targets if t.split(".")[0] == PACKAGE]
+    assert not offending, offending
 
 
 def test_the_cycle_finder_finds_a_type_checking_arrow_back() -> None:

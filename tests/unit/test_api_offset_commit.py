@@ -1,4 +1,4 @@
-"""protocol/offset_commit_wire.py agrees with kafka-python's message classes, both ways, on generated
+"""net/apis/offset_commit.py agrees with kafka-python's message classes, both ways, on generated
 input; what it does not take it hands back (None) for the generic path."""
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
-from protocol.apis import API_TABLE
-from protocol.framing import decode_request_body, parse_request_header
-from protocol.offset_commit_wire import (
+from coordinator_server.net.apis.offset_commit import (
     MAX_VERSION,
     MIN_VERSION,
     CommitPartitionWire,
@@ -17,6 +15,8 @@ from protocol.offset_commit_wire import (
     offset_commit_response_frame,
     parse_offset_commit,
 )
+from protocol.apis import API_TABLE
+from protocol.framing import decode_request_body, parse_request_header
 
 names = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 short_names = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)

@@ -1,4 +1,4 @@
-"""protocol/heartbeat_wire.py agrees with kafka-python's message classes, both ways, on generated input;
+"""net/apis/heartbeat.py's parser and encoder agree with kafka-python's message classes, both ways, on generated input;
 what it does not take it hands back (None) for the generic path."""
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import HeartbeatRequest, HeartbeatResponse
 
 from coordinator_server.group.api import HeartbeatInput
+from coordinator_server.net.apis.heartbeat import MAX_VERSION, heartbeat_response_frame, parse_heartbeat
+from coordinator_server.net.apis.heartbeat import HeartbeatRequest as Parsed
 from protocol.apis import API_TABLE
 from protocol.framing import decode_request_body, parse_request_header
-from protocol.heartbeat_wire import MAX_VERSION, heartbeat_response_frame, parse_heartbeat
-from protocol.heartbeat_wire import HeartbeatRequest as Parsed
 
 names = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 versions = st.integers(0, MAX_VERSION)

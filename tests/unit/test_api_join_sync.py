@@ -1,7 +1,6 @@
-"""protocol/group_wire.py encodes JoinGroup and SyncGroup answers byte for byte as kafka-python's classes do
-(through protocol/group_messages.py, the generic builders), and parses their requests field for field as
-kafka-python decodes them, on generated input at every version; what its parsers do not take they hand back
-(None) for the generic path."""
+"""net/apis/join_group.py and sync_group.py encode their answers byte for byte as kafka-python's classes do
+(tests/unit/kafka_reference.py), and parse their requests field for field as kafka-python decodes them, on
+generated input at every version; what the parsers do not take they hand back (None) for the generic decode."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,11 +10,11 @@ from hypothesis import strategies as st
 from kafka.protocol.consumer import JoinGroupRequest, SyncGroupRequest
 
 from coordinator_server.group.api import JoinGroupMember, JoinGroupResult, SyncGroupResult
-from protocol import group_messages as gm
-from protocol import group_wire
+from coordinator_server.net.apis import join_group, sync_group
 from protocol.apis import API_TABLE
 from protocol.errors import Errors
 from protocol.framing import decode_request_body, encode_response, parse_request_header
+from tests.unit import kafka_reference as ref
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=200)
 opt_text = st.one_of(st.none(), text)
@@ -40,19 +39,19 @@ def test_versions_cover_what_we_serve() -> None:
 @settings(max_examples=400)
 @given(join_results, st.integers(0, API_TABLE[11].max_version), int32)
 def test_join_group_response_is_kafka_pythons(result: JoinGroupResult, version: int, correlation_id: int) -> None:
-    expected = encode_response(gm.join_group_response(result, version), correlation_id)
-    assert encode_response(group_wire.join_group_response(result, version), correlation_id) == expected
+    expected = encode_response(ref.join_group_response(result, version), correlation_id)
+    assert encode_response(join_group.join_group_response(result, version), correlation_id) == expected
 
 
 @settings(max_examples=300)
 @given(sync_results, st.integers(0, API_TABLE[14].max_version), int32)
 def test_sync_group_response_is_kafka_pythons(result: SyncGroupResult, version: int, correlation_id: int) -> None:
-    expected = encode_response(gm.sync_group_response(result, version), correlation_id)
-    assert encode_response(group_wire.sync_group_response(result, version), correlation_id) == expected
+    expected = encode_response(ref.sync_group_response(result, version), correlation_id)
+    assert encode_response(sync_group.sync_group_response(result, version), correlation_id) == expected
 
 
 def test_error_codes_are_carried_for_the_metrics() -> None:
-    assert group_wire.sync_group_response(SyncGroupResult(Errors.REBALANCE_IN_PROGRESS), 3).error_codes == (27,)
+    assert sync_group.sync_group_response(SyncGroupResult(Errors.REBALANCE_IN_PROGRESS), 3).error_codes == (27,)
 
 
 # -- requests: parsed by hand field for field as kafka-python decodes them ----------------------------
@@ -75,7 +74,7 @@ def _generic(payload: bytes) -> tuple[Any, Any]:
 
 
 @settings(max_examples=400)
-@given(st.integers(0, group_wire.JOIN_MAX_VERSION), int32, opt_str, text, int32, int32, text, opt_str, text,
+@given(st.integers(0, join_group.MAX_VERSION), int32, opt_str, text, int32, int32, text, opt_str, text,
        st.lists(st.tuples(text, long_blobs), max_size=4), opt_str)
 def test_join_group_request_parses_as_kafka_python_decodes(
         version: int, correlation_id: int, client_id: str | None, group_id: str, session_ms: int, rebalance_ms: int,
@@ -85,17 +84,17 @@ def test_join_group_request_parses_as_kafka_python_decodes(
         group_id=group_id, session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms, member_id=member_id,
         group_instance_id=instance_id, protocol_type=protocol_type,
         protocols=[_JoinProtocol(name=n, metadata=m) for n, m in protocols], reason=reason), correlation_id, client_id)
-    parsed = group_wire.parse_join_group(payload)
+    parsed = join_group.parse_join_group(payload)
     header, body = _generic(payload)
     assert parsed is not None
     assert (parsed.correlation_id, parsed.client_id, parsed.api_version) == \
         (header.correlation_id, header.client_id, version)
-    assert gm.join_group_input(parsed, version, parsed.client_id, "/h") == \
-        gm.join_group_input(body, version, header.client_id, "/h")
+    assert parsed == join_group.request_of(body, version, header.correlation_id, header.client_id)
+    assert join_group.join_group_input(parsed, "/h").client_id == (client_id or "")
 
 
 @settings(max_examples=400)
-@given(st.integers(0, group_wire.SYNC_MAX_VERSION), int32, opt_str, text, int32, text, opt_str, opt_str, opt_str,
+@given(st.integers(0, sync_group.MAX_VERSION), int32, opt_str, text, int32, text, opt_str, opt_str, opt_str,
        st.lists(st.tuples(text, long_blobs), max_size=4))
 def test_sync_group_request_parses_as_kafka_python_decodes(
         version: int, correlation_id: int, client_id: str | None, group_id: str, generation: int, member_id: str,
@@ -105,12 +104,12 @@ def test_sync_group_request_parses_as_kafka_python_decodes(
         group_id=group_id, generation_id=generation, member_id=member_id, group_instance_id=instance_id,
         protocol_type=protocol_type, protocol_name=protocol_name,
         assignments=[_SyncAssignment(member_id=m, assignment=a) for m, a in assignments]), correlation_id, client_id)
-    parsed = group_wire.parse_sync_group(payload)
+    parsed = sync_group.parse_sync_group(payload)
     header, body = _generic(payload)
     assert parsed is not None
     assert (parsed.correlation_id, parsed.client_id, parsed.api_version) == \
         (header.correlation_id, header.client_id, version)
-    assert gm.sync_group_input(parsed, version) == gm.sync_group_input(body, version)
+    assert parsed == sync_group.request_of(body, version, header.correlation_id, header.client_id)
 
 
 def test_a_leaders_sync_of_many_members_is_parsed_in_a_flexible_version() -> None:
@@ -120,7 +119,7 @@ def test_a_leaders_sync_of_many_members_is_parsed_in_a_flexible_version() -> Non
         group_id="g", generation_id=3, member_id="member-0", group_instance_id=None, protocol_type="consumer",
         protocol_name="range", assignments=[_SyncAssignment(member_id=m, assignment=a) for m, a in assignments]),
         7, "c")
-    parsed = group_wire.parse_sync_group(payload)
+    parsed = sync_group.parse_sync_group(payload)
     assert parsed is not None and [(a.member_id, a.assignment) for a in parsed.assignments] == assignments
 
 
@@ -128,24 +127,24 @@ def test_what_the_request_parsers_do_not_take_goes_the_generic_way() -> None:
     join = _frame(JoinGroupRequest[6](
         group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="", group_instance_id=None,
         protocol_type="consumer", protocols=[_JoinProtocol(name="range", metadata=b"m")]), 1, "c")
-    assert group_wire.parse_join_group(join) is not None
-    assert group_wire.parse_join_group(join[:-1]) is None  # truncated
-    assert group_wire.parse_join_group(join + b"\x00") is None  # trailing bytes
-    assert group_wire.parse_join_group(join[:-1] + b"\x01") is None  # a tagged field in the body
-    assert group_wire.parse_sync_group(join) is None  # another api
+    assert join_group.parse_join_group(join) is not None
+    assert join_group.parse_join_group(join[:-1]) is None  # truncated
+    assert join_group.parse_join_group(join + b"\x00") is None  # trailing bytes
+    assert join_group.parse_join_group(join[:-1] + b"\x01") is None  # a tagged field in the body
+    assert sync_group.parse_sync_group(join) is None  # another api
     v5 = _frame(JoinGroupRequest[5](
         group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="", group_instance_id=None,
         protocol_type="consumer", protocols=[_JoinProtocol(name="range", metadata=b"m")]), 1, "c")
     # A null member id, which Kafka forbids: the generic path closes the connection, with its log line.
     null_member = v5.replace(b"\x27\x10\x00\x00\xff\xff", b"\x27\x10\xff\xff\xff\xff", 1)
-    assert null_member != v5 and group_wire.parse_join_group(null_member) is None
+    assert null_member != v5 and join_group.parse_join_group(null_member) is None
     sync = _frame(SyncGroupRequest[3](group_id="g", generation_id=1, member_id="m", group_instance_id=None,
                                       assignments=[]), 1, "c")
-    assert group_wire.parse_sync_group(sync) is not None
-    assert group_wire.parse_sync_group(sync[:-1]) is None
-    assert group_wire.parse_sync_group(sync[:-4] + b"\xff\xff\xff\xff") is None  # a null assignment array
+    assert sync_group.parse_sync_group(sync) is not None
+    assert sync_group.parse_sync_group(sync[:-1]) is None
+    assert sync_group.parse_sync_group(sync[:-4] + b"\xff\xff\xff\xff") is None  # a null assignment array
 
 
 def test_request_parsers_cover_the_versions_we_serve() -> None:
-    assert (API_TABLE[11].min_version, API_TABLE[11].max_version) == (0, group_wire.JOIN_MAX_VERSION)
-    assert (API_TABLE[14].min_version, API_TABLE[14].max_version) == (0, group_wire.SYNC_MAX_VERSION)
+    assert (API_TABLE[11].min_version, API_TABLE[11].max_version) == (0, join_group.MAX_VERSION)
+    assert (API_TABLE[14].min_version, API_TABLE[14].max_version) == (0, sync_group.MAX_VERSION)

@@ -1,28 +1,34 @@
-"""Heartbeat requests and responses straight from and to bytes: the coordinator's hot path.
+"""Heartbeat (api key 12), v0-4: the coordinator's hot path, parsed and answered from bytes.
 
-Why this exists next to kafka-python's message classes (docs/decisions.md, "Heartbeat fast path"): a
-member heartbeats every few seconds for as long as it lives, so heartbeats are most of a coordinator's
-requests, and the benchmark profile showed kafka-python's generic header parse, body decode and response
-encode costing several times what the group core spends on a heartbeat. The formats are tiny and fixed
-(Heartbeat v0-v4, request header v1/v2, response header v0/v1), so they are parsed and built here with
-`struct`.
+Versions (Kafka's HeartbeatRequest/Response specs): v1 adds the response's throttle time, v3 the group
+instance id (KIP-345), v4 is flexible (compact strings, tagged fields, request header v2, response header v1).
 
-The parser is deliberately partial: it takes only the well-formed shapes real clients send (one-byte
-compact lengths, no tagged fields) and returns None for anything else, so an unusual or malformed
-heartbeat goes the generic way and gets exactly the generic treatment (decode with kafka-python, or a
-closed connection with a log line). tests/unit/test_heartbeat_wire.py checks both directions against
-kafka-python's classes on generated input.
+Why by hand next to kafka-python's classes (docs/decisions.md, "Heartbeats take a fast path"): a member
+heartbeats every few seconds for as long as it lives, so heartbeats are most of a coordinator's requests, and
+kafka-python's generic header parse, body decode and response encode cost several times what the group core
+spends on one. The formats are tiny and fixed, so they are parsed and built here with `struct`.
+
+The parser takes the well-formed shapes real clients send (one-byte compact lengths, no tagged fields); any
+other frame is decoded by the generic path (`net/request_decode.py`: kafka-python, the generic checks, a
+closed connection with a log line when it does not decode) into the same request, so from there on there is
+one way: READ on the group, `runtime.heartbeat`, and the hand encoder, which covers every version.
+tests/unit/test_api_heartbeat.py holds both directions against kafka-python's classes on generated input.
 """
 from __future__ import annotations
 
 import struct
-from typing import Final
+import time
+from typing import Any, Final
 
+from coordinator_server import metrics
 from coordinator_server.group.api import HeartbeatInput
+from coordinator_server.net.request_decode import decode_request
+from protocol.errors import Errors
+from protocol.framing import read_plain_request
+from protocol.value_class import ValueClass
+from protocol.wire_primitives import NOT_TAKEN, nullable_string, string
 
-from .framing import read_plain_request
-from .value_class import ValueClass
-from .wire_primitives import NOT_TAKEN, nullable_string, string
+from .context import ApiContext
 
 # Final: compiled, a module constant is then a C static or an inlined literal, not a lookup in the
 # module's dictionary on every heartbeat.
@@ -39,6 +45,9 @@ _RESPONSE_V4: Final = struct.Struct(">iibihb")  # size, correlation id, header t
 _header_v4_at: Final = _HEADER_V4.unpack_from
 _int32_at: Final = _INT32.unpack_from
 _response_v4: Final = _RESPONSE_V4.pack
+_perf_counter: Final = time.perf_counter
+_observe_request_error: Final = metrics.observe_request_error
+_GROUP_AUTHORIZATION_FAILED: Final = Errors.GROUP_AUTHORIZATION_FAILED
 
 
 class HeartbeatRequest(ValueClass):
@@ -53,6 +62,35 @@ class HeartbeatRequest(ValueClass):
 
     def _fields(self) -> tuple[int, str | None, HeartbeatInput]:
         return self.correlation_id, self.client_id, self.input
+
+
+def serve(payload: bytes, api: ApiContext) -> bytes:
+    """The framed answer to the Heartbeat in `payload` (READ on the group, then the core's error code)."""
+    hb = parse_heartbeat(payload)
+    if hb is None:
+        hb = _decoded(payload, api)
+    started = _perf_counter()
+    api.note_client_id(hb.client_id)
+    inp = hb.input
+    version = inp.api_version
+    if api.access.group("READ", inp.group_id):
+        error = api.runtime.heartbeat(inp)
+    else:
+        error = _GROUP_AUTHORIZATION_FAILED
+    _observe_request_error("Heartbeat", version, _perf_counter() - started, error)
+    return heartbeat_response_frame(version, hb.correlation_id, error)
+
+
+def _decoded(payload: bytes, api: ApiContext) -> HeartbeatRequest:
+    """A shape the parser does not take, decoded by the generic path into the same request."""
+    header, req = decode_request(payload, api.note_client_id)
+    return HeartbeatRequest(header.correlation_id, header.client_id, heartbeat_input(req, header.api_version))
+
+
+def heartbeat_input(req: Any, version: int) -> HeartbeatInput:
+    """kafka-python's decoded request as the core's input."""
+    return HeartbeatInput(req.group_id, req.generation_id, req.member_id,
+                          req.group_instance_id if version >= 3 else None, version)
 
 
 def parse_heartbeat(payload: bytes) -> HeartbeatRequest | None:
