@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Final
 
 from coordinator_server.group.partitioner import partition_for
+from coordinator_server.group.write_errors import write_error
 from protocol.errors import Errors
 
 from .metadata import TransactionMetadata, TxnRefusal, TxnTransit
@@ -33,23 +33,6 @@ from .operations import (
 )
 from .records import decode_key, decode_value, encode_key, encode_value
 from .state import TransactionState
-
-# How a failed write of `__transaction_state` is answered: the client retries the first kind, looks for the
-# coordinator again after the second, and gives up on the third.
-_APPEND_ERRORS: Final = {
-    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
-    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
-    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
-    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
-}
-
-
-def append_error(error: Errors) -> Errors:
-    return _APPEND_ERRORS.get(error, error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,38 +169,20 @@ class TransactionCoordinator:
                               partitions: Iterable[tuple[str, int]], now_ms: int,
                               reply: Callable[[Errors], None]) -> None:
         """AddPartitionsToTxn v0-3, and AddOffsetsToTxn with the group's `__consumer_offsets` partition."""
-        found = self._metadata(transactional_id)
-        if isinstance(found, Errors):
-            reply(found)
-            return
-        held, md = found
-        try:
-            transit = add_partitions(md, producer_id, producer_epoch, partitions, now_ms)
-        except TxnRefusal as e:
-            reply(e.error)
-            return
-        if transit is None:
-            reply(Errors.NONE)
-        else:
-            self._write(held, md, transit, reply)
+        prepared = self._prepare(transactional_id, reply, lambda md: add_partitions(
+            md, producer_id, producer_epoch, partitions, now_ms))
+        if prepared is not None:
+            self._write(*prepared, reply)
 
     def handle_end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                        now_ms: int, reply: Callable[[Errors], None]) -> None:
         """EndTxn v0-4: answered once the decision (PrepareCommit or PrepareAbort) is durable; the markers
         follow."""
-        found = self._metadata(transactional_id)
-        if isinstance(found, Errors):
-            reply(found)
+        prepared = self._prepare(transactional_id, reply, lambda md: end_transaction(
+            md, producer_id, producer_epoch, commit, now_ms))
+        if prepared is None:
             return
-        held, md = found
-        try:
-            transit = end_transaction(md, producer_id, producer_epoch, commit, now_ms)
-        except TxnRefusal as e:
-            reply(e.error)
-            return
-        if transit is None:
-            reply(Errors.NONE)
-            return
+        held, md, transit = prepared
         epoch = held.coordinator_epoch
 
         def decided(error: Errors) -> None:
@@ -292,7 +257,7 @@ class TransactionCoordinator:
         def complete(error: Errors) -> None:
             if error != Errors.NONE:
                 md.abandon(transit)
-                on_done(append_error(error))
+                on_done(write_error(error))  # the group core's map: Kafka answers both the same
                 return
             now_held = self._partitions.get(partition)
             if now_held is not held or now_held.coordinator_epoch != epoch or held.ids.get(md.transactional_id) is not md:
@@ -319,6 +284,26 @@ class TransactionCoordinator:
             on_done(error)
 
         self._write(held, md, abort, aborted)
+
+    def _prepare(self, transactional_id: str, reply: Callable[[Errors], None],
+                 decide: Callable[[TransactionMetadata], TxnTransit | None]
+                 ) -> tuple[_Partition, TransactionMetadata, TxnTransit] | None:
+        """The transition `decide` prepares for a known id, to write; None when the request is answered
+        already: refused, or NONE with nothing to write."""
+        found = self._metadata(transactional_id)
+        if isinstance(found, Errors):
+            reply(found)
+            return None
+        held, md = found
+        try:
+            transit = decide(md)
+        except TxnRefusal as e:
+            reply(e.error)
+            return None
+        if transit is None:
+            reply(Errors.NONE)
+            return None
+        return held, md, transit
 
     def _locate(self, transactional_id: str) -> _Partition | Errors:
         held = self._partitions.get(self.partition_for(transactional_id))
