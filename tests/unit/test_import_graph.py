@@ -63,17 +63,23 @@ def _imported(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, 
         yield submodule if submodule in known else target
 
 
-def import_graph(package: str = PACKAGE) -> Graph:
-    modules = module_names(package)
+def arrows(modules: dict[str, Path]) -> Iterator[tuple[str, str]]:
+    """Every import between `modules` (name -> file), as (importer, imported)."""
     known = set(modules)
-    graph: Graph = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 for target in _imported(name, path.name == "__init__.py", node, known):
                     if target in known and target != name:
-                        graph[name].add(target)
+                        yield name, target
+
+
+def import_graph(package: str = PACKAGE) -> Graph:
+    modules = module_names(package)
+    graph: Graph = {name: set() for name in modules}
+    for name, target in arrows(modules):
+        graph[name].add(target)
     return graph
 
 

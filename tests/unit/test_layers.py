@@ -4,7 +4,7 @@ Each unit — a package of `coordinator_server/`, one of its top-level modules, 
 in a layer, and may import only from its own unit or from units of lower layers. A new package or
 top-level module fails this test until it is given a layer here: where it sits is a decision, so it is
 made in this table and nowhere else. Every import counts (module level, inside a function, or under
-`if TYPE_CHECKING:`), resolved as tests/unit/test_import_graph.py resolves them.
+`if TYPE_CHECKING:`), walked by tests/unit/test_import_graph.py's `arrows`.
 
 From the bottom:
 - `protocol` — Kafka's wire formats: bytes in and out, nothing of the coordinator.
@@ -20,10 +20,9 @@ From the bottom:
 """
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
-from tests.unit.test_import_graph import REPO, _imported, module_names
+from tests.unit.test_import_graph import REPO, arrows, module_names
 
 PACKAGES = ("coordinator_server", "protocol", "pipeline", "benchmarks")
 
@@ -68,21 +67,6 @@ def all_modules() -> dict[str, Path]:
     return modules
 
 
-def arrows() -> list[tuple[str, str]]:
-    """Every import between modules of the tree, as (importer, imported)."""
-    modules = all_modules()
-    known = set(modules)
-    found = []
-    for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                for target in _imported(name, path.name == "__init__.py", node, known):
-                    if target in known and target != name:
-                        found.append((name, target))
-    return found
-
-
 def test_every_module_has_a_layer() -> None:
     unplaced = sorted(m for m in all_modules() if unit_of(m) is None)
     assert not unplaced, f"give these a layer in LAYERS: {unplaced}"
@@ -90,7 +74,7 @@ def test_every_module_has_a_layer() -> None:
 
 def test_every_import_points_down_or_within_its_unit() -> None:
     violations = set()
-    for importer, imported in arrows():
+    for importer, imported in arrows(all_modules()):
         source, target = unit_of(importer), unit_of(imported)
         if source is None or target is None or source == target:
             continue
