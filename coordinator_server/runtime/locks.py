@@ -19,16 +19,18 @@ class KeyedLocks:
         """Whether anybody holds or waits for `key`."""
         return key in self._locks
 
-    def hold_or_queue(self, key: str, on_held: Callable[[], None]) -> QueuedCaller | None:
-        """Take `key` now if nobody holds or waits for it (None); else queue for it, and `on_held` is called
-        once it is handed over (from the release that hands it over, not a later loop turn). Either way the
-        caller then calls `release(key)`."""
-        lock = self._locks.get(key)
-        if lock is None:
-            self._locks[key] = _KeyLock()
-            return None
+    def try_hold(self, key: str) -> bool:
+        """Take `key` if nobody holds or waits for it; the caller then calls `release(key)`."""
+        if key in self._locks:
+            return False
+        self._locks[key] = _KeyLock()
+        return True
+
+    def queue(self, key: str, on_held: Callable[[], None]) -> QueuedCaller:
+        """Wait for `key`, held or waited for by others: `on_held` is called once it is handed over (from the
+        release that hands it over, not a later loop turn), and the caller then calls `release(key)`."""
         waiter = QueuedCaller(on_held)
-        lock.waiters.append(waiter)
+        self._locks[key].waiters.append(waiter)
         return waiter
 
     def release(self, key: str) -> None:
@@ -49,7 +51,7 @@ class KeyedLocks:
 
 
 class QueuedCaller:
-    """A waiter of `KeyedLocks.hold_or_queue`: called back when handed the lock."""
+    """A waiter of `KeyedLocks.queue`: called back when handed the lock."""
 
     __slots__ = ("on_held",)
 

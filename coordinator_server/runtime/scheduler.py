@@ -64,17 +64,30 @@ class GroupScheduler:
         requests arrive together, and once the group's record is being written every one of them waits, so
         one lock waiter stands for many of them. The batch starts from the release that hands it the lock,
         so its answers go out with those of the call that held it, not a loop turn later."""
+        if self.locks.try_hold(group_id):
+            self._run_one(group_id, handle, inp, on_result, on_failure)
+            return
         batch = self._batches.get(group_id)
         if batch is not None and self.locks.last_waiter(group_id) is batch.waiter:
             batch.calls.append(_HeldCall(handle, inp, on_result, on_failure, contextvars.copy_context()))
             return
-        calls: list[_HeldCall] = []
-        waiter = self.locks.hold_or_queue(group_id, lambda: self._start_batch(group_id, calls))
-        if waiter is None:
-            self._run_held(group_id, [_HeldCall(handle, inp, on_result, on_failure, None)], 0)
-            return
-        calls.append(_HeldCall(handle, inp, on_result, on_failure, contextvars.copy_context()))
+        calls: list[_HeldCall] = [_HeldCall(handle, inp, on_result, on_failure, contextvars.copy_context())]
+        waiter = self.locks.queue(group_id, lambda: self._start_batch(group_id, calls))
         self._batches[group_id] = _HeldBatch(waiter, calls)
+
+    def _run_one(self, group_id: str, handle: Callable[[T, int, Callable[[R], None]], None], inp: T,
+                 on_result: Callable[[R], None], on_failure: Callable[[BaseException], None]) -> None:
+        """The lock was free and is now held for this one call (most requests: every commit of a consumer,
+        the first join of a round): `_run_held` without the list, the queue entry and the context copy."""
+        try:
+            pending = self._call(handle, inp, on_result, on_failure)
+        except BaseException:
+            self.locks.release(group_id)
+            raise
+        if pending is None or pending.done:
+            self.locks.release(group_id)
+        else:
+            pending.then = functools.partial(self.locks.release, group_id)
 
     def _start_batch(self, group_id: str, calls: list[_HeldCall]) -> None:
         batch = self._batches.get(group_id)
@@ -94,7 +107,7 @@ class GroupScheduler:
             while i < end:
                 call = calls[i]
                 i += 1
-                pending = self._call_held(call) if call.context is None else call.context.run(self._call_held, call)
+                pending = call.context.run(self._call_held, call)
                 if pending is not None and not pending.done:
                     pending.then = functools.partial(self._run_held, group_id, calls, i)
                     return
@@ -106,23 +119,26 @@ class GroupScheduler:
         else:
             self.locks.release(group_id)
 
-    def _call_held(self, call: _HeldCall) -> _HeldWrites | None:
+    def _call_held(self, call: _HeldCall) -> _HeldReply[Any] | None:
+        return self._call(call.handle, call.inp, call.on_result, call.on_failure)
+
+    def _call(self, handle: Callable[[T, int, Callable[[R], None]], None], inp: T,
+              on_result: Callable[[R], None], on_failure: Callable[[BaseException], None]) -> _HeldReply[R] | None:
         """Call the core for one request; what waits for its appends when it made any."""
-        parked = _ParkedReply(call.on_result)
+        held: _HeldReply[R] = _HeldReply(on_result, on_failure)
         try:
-            call.handle(call.inp, self.timer.now_ms(), parked.reply)
+            handle(inp, self.timer.now_ms(), held.reply)
             self.timer.advance(self.timer.now_ms())
             self.timer.arm()
             appends = self.coordinator.take_appends()
         except Exception as e:
-            call.on_failure(e)
+            on_failure(e)
             return None
         if not appends:
-            parked.written()
+            held.written()
             return None
-        pending = _HeldWrites(parked, call.on_failure)
-        self.appends.write_group(appends, pending.resolved)
-        return pending
+        self.appends.write_group(appends, held.resolved)
+        return held
 
 
 # Queued calls of one group made per loop callback once its lock is handed over.
@@ -134,7 +150,7 @@ class _HeldCall(NamedTuple):
     inp: Any
     on_result: Callable[[Any], None]
     on_failure: Callable[[BaseException], None]
-    context: contextvars.Context | None  # the request's, when it runs from a queue
+    context: contextvars.Context  # the request's: it runs from a queue, in another request's callback
 
 
 class _HeldBatch:
@@ -160,41 +176,22 @@ class _Immediate(Generic[T, R]):
         reply(self.call(inp, now_ms))
 
 
-class _HeldWrites:
-    """The appends of one held call: once complete its reply goes out (or its failure), then the calls
-    queued behind it run (`then`, set when they were not complete by the time the call returned)."""
+class _HeldReply(Generic[R]):
+    """The core's reply to a request taken by `write`, passed on once the call's appends are complete too
+    (only the first reply counts); once they are complete (`resolved`) the calls queued behind it run
+    (`then`, set when they were not complete by the time the call returned). One object per call: a
+    commit's path builds nothing else."""
 
-    __slots__ = ("done", "on_failure", "parked", "then")
+    __slots__ = ("done", "durable", "has_result", "on_failure", "on_result", "result", "then")
 
-    def __init__(self, parked: _ParkedReply[Any], on_failure: Callable[[BaseException], None]) -> None:
-        self.parked = parked
-        self.on_failure = on_failure
-        self.done = False
-        self.then: Callable[[], None] | None = None
-
-    def resolved(self, error: BaseException | None) -> None:
-        self.done = True
-        if error is not None:
-            self.on_failure(error)
-        else:
-            self.parked.written()
-        then = self.then
-        if then is not None:
-            self.then = None
-            then()
-
-
-class _ParkedReply(Generic[R]):
-    """The core's reply to a request taken by `write`, passed on once the call's appends are
-    complete too (only the first reply counts)."""
-
-    __slots__ = ("durable", "has_result", "on_result", "result")
-
-    def __init__(self, on_result: Callable[[R], None]) -> None:
+    def __init__(self, on_result: Callable[[R], None], on_failure: Callable[[BaseException], None]) -> None:
         self.on_result = on_result
+        self.on_failure = on_failure
         self.durable = False
         self.has_result = False
         self.result: R | None = None
+        self.done = False
+        self.then: Callable[[], None] | None = None
 
     def reply(self, result: R) -> None:
         if self.has_result:
@@ -208,3 +205,14 @@ class _ParkedReply(Generic[R]):
         self.durable = True
         if self.has_result:
             self.on_result(self.result)  # type: ignore[arg-type]
+
+    def resolved(self, error: BaseException | None) -> None:
+        self.done = True
+        if error is not None:
+            self.on_failure(error)
+        else:
+            self.written()
+        then = self.then
+        if then is not None:
+            self.then = None
+            then()
