@@ -5,6 +5,9 @@ no group record make an Empty simple classic group. Then through the façade: lo
 describe and unload groups of both types from the one table."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from structlog.testing import capture_logs
 
 from coordinator_server.group.consumer import admin as consumer_admin
@@ -79,7 +82,7 @@ def build(records: list[CoordinatorRecord]) -> dict[str, Group]:
     return loader.build(WALL_MS)
 
 
-def ignored_warnings(logs: list[dict[str, object]]) -> list[object]:
+def ignored_warnings(logs: Sequence[Mapping[str, Any]]) -> list[object]:
     return [e["group_id"] for e in logs if e["event"] == "classic_group_record_ignored"]
 
 
