@@ -88,6 +88,7 @@ class _Host:
         self.now_ms = 0
         self.wall_ms = 1_700_000_000_000
         self.timer = Timer(0)
+        self.groups: dict[str, Any] = {}  # the shard's one group table
 
     def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> Errors | None:
         return None
@@ -135,7 +136,7 @@ def converge(members: int, partitions: int, max_rounds: int = 20) -> dict[str, A
     host = _Host()
     manager = ConsumerGroupManager(host, lambda group_id, records, done: done(Errors.NONE), topics=image)  # type: ignore[arg-type]
     group = _settled_group(members, image)
-    manager.load([group])
+    manager.on_loaded(group)
     group.metadata_version = image.version
     owned: dict[str, dict[uuid.UUID, tuple[int, ...]]] = {
         m.member_id: {t: tuple(sorted(p)) for t, p in m.assigned_partitions.items()} for m in group.members.values()}

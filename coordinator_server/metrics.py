@@ -42,8 +42,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from coordinator_server.group.consumer.group import ConsumerGroupState
+from coordinator_server.group.consumer.group import ConsumerGroup, ConsumerGroupState
 from coordinator_server.group.consumer.manager import FENCE_KINDS, ConsumerGroupEvents
+from coordinator_server.group.group import GroupMetadata
 from coordinator_server.group.rebalance import GroupEvents
 from coordinator_server.group.state import GroupState
 from coordinator_server.loop_tally import LatencyTally, LoopCount, RequestTallies
@@ -362,10 +363,7 @@ class _Purgatory(Protocol):
 class _GroupSource(Protocol):
     """What the collector reads of the coordinator (GroupCoordinator) and the topic store (TopicStore)."""
 
-    groups: dict[str, Any]
-
-    @property
-    def consumer_groups(self) -> dict[str, Any]: ...
+    groups: dict[str, Any]  # the one group table: classic and consumer groups by id
 
 
 class _PartitionSource(Protocol):
@@ -393,11 +391,12 @@ def take_snapshot(coordinator: _GroupSource, store: _PartitionSource, purgatorie
     for consumer_state in ConsumerGroupState:
         if consumer_state is not ConsumerGroupState.DEAD:
             snap.consumer_groups_by_state[str(consumer_state)] = 0
-    for consumer_group in coordinator.consumer_groups.values():
-        snap.consumer_groups_by_state[str(consumer_group.state)] += 1
-    for group in itertools.chain(coordinator.groups.values(), coordinator.consumer_groups.values()):
-        if group.group_id in coordinator.groups:
+    for group in coordinator.groups.values():
+        # Each type has a gauge of its own: their states are different sets.
+        if isinstance(group, GroupMetadata):
             snap.groups_by_state[str(group.state)] += 1
+        elif isinstance(group, ConsumerGroup):
+            snap.consumer_groups_by_state[str(group.state)] += 1
         snap.members += len(group.members)
         total = 0
         for (topic, index), value in group.offsets.items():

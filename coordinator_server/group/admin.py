@@ -28,6 +28,7 @@ from .consumer.group import GROUP_TYPE_CONSUMER, ConsumerGroup, ConsumerGroupSta
 from .group import GroupMetadata
 from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitRecord
 from .state import DEAD, EMPTY, STABLE
+from .table import Group
 from .write_errors import write_error
 
 log = structlog.get_logger("coordinator_server.group.admin")
@@ -42,14 +43,13 @@ class AdminGroups(Protocol):
     def active(self) -> bool: ...
 
     @property
-    def groups(self) -> Mapping[str, GroupMetadata]: ...
+    def groups(self) -> Mapping[str, Group]:
+        """Every group by id, of any type (table.py)."""
+        ...
 
     def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> Errors | None: ...
 
     def remove_group(self, group: GroupMetadata) -> None: ...
-
-    @property
-    def consumer_groups(self) -> Mapping[str, ConsumerGroup]: ...
 
     def remove_consumer_group(self, group: ConsumerGroup, reason: str) -> None: ...
 
@@ -68,13 +68,13 @@ class GroupAdmin:
             return GroupDescription(group_id or "", error, "", "", "")
         assert group_id is not None
         group = self.core.groups.get(group_id)
-        if group is None and group_id in self.core.consumer_groups:
+        if group is not None and not isinstance(group, GroupMetadata):
             # Kafka's classicGroup lookup: DescribeGroups v6 says why; older versions only see a Dead group.
             if api_version >= 6:
                 return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, str(DEAD), "", "",
                                         error_message=f"Group {group_id} is not a classic group.")
             return GroupDescription(group_id, Errors.NONE, str(DEAD), "", "")
-        if group is None or group.is_state(DEAD):
+        if not isinstance(group, GroupMetadata) or group.is_state(DEAD):
             if api_version >= 6:
                 return GroupDescription(group_id, Errors.GROUP_ID_NOT_FOUND, str(DEAD), "", "",
                                         error_message=f"Group {group_id} not found.")
@@ -101,18 +101,18 @@ class GroupAdmin:
             return Errors.COORDINATOR_NOT_AVAILABLE, []
         states = {s.strip().lower() for s in states_filter}
         types = {t.strip().lower() for t in types_filter}
+        # Share and streams groups do not exist here: a filter on those types alone lists nothing.
+        consumer = not types or GROUP_TYPE_CONSUMER in types
+        classic = not types or GROUP_TYPE_CLASSIC in types
         listed: list[ListedGroup] = []
-        if not types or GROUP_TYPE_CONSUMER in types:
-            listed.extend(consumer_admin.listed(g) for g in self.core.consumer_groups.values()
-                          if not states or str(g.state).lower() in states)
-        if types and GROUP_TYPE_CLASSIC not in types:
-            return Errors.NONE, listed  # share and streams groups do not exist here
         for group in self.core.groups.values():
-            if group.is_state(DEAD):
-                continue
-            if states and str(group.state).lower() not in states:
-                continue
-            listed.append(ListedGroup(group.group_id, group.protocol_type or "", str(group.state)))
+            entry: ListedGroup | None = None
+            if isinstance(group, ConsumerGroup):
+                entry = consumer_admin.listed(group) if consumer else None
+            elif isinstance(group, GroupMetadata) and classic and not group.is_state(DEAD):
+                entry = ListedGroup(group.group_id, group.protocol_type or "", str(group.state))
+            if entry is not None and (not states or entry.state.lower() in states):
+                listed.append(entry)
         return Errors.NONE, listed
 
     def delete_groups(self, group_ids: list[str | None], respond: DeleteGroupsCallback) -> None:
@@ -149,10 +149,9 @@ class GroupAdmin:
             return error
         assert group_id is not None
         group = self.core.groups.get(group_id)
-        consumer = self.core.consumer_groups.get(group_id) if group is None else None
-        if consumer is not None:
-            return self._delete_consumer_group(consumer, out)
-        if group is None or group.is_state(DEAD):
+        if isinstance(group, ConsumerGroup):
+            return self._delete_consumer_group(group, out)
+        if not isinstance(group, GroupMetadata) or group.is_state(DEAD):
             return Errors.GROUP_ID_NOT_FOUND
         if not group.is_state(EMPTY):
             return Errors.NON_EMPTY_GROUP

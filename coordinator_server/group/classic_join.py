@@ -41,7 +41,7 @@ class ClassicJoin(RebalanceMechanics):
     def handle_join_group(self, inp: JoinGroupInput, respond: JoinCallback) -> None:
         """A JoinGroup past the gate and the session-timeout check, for a group id no consumer group holds."""
         is_unknown_member = inp.member_id == ""
-        group = self.shard.groups.get(inp.group_id)
+        group = self.shard.classic_group(inp.group_id)
         if group is None:
             if not is_unknown_member:
                 respond(JoinGroupResult(Errors.UNKNOWN_MEMBER_ID, member_id=inp.member_id))

@@ -235,11 +235,12 @@ class ClassicGroupManager(ClassicJoin):
     # -- KIP-848 migration between the protocols (migration.py) ----------------------------------------
 
     def is_empty(self, group_id: str) -> bool | None:
-        group = self.shard.groups.get(group_id)
+        group = self.shard.classic_group(group_id)
         return None if group is None else group.is_state(EMPTY)
 
     def take_over(self, group_id: str) -> tuple[dict[tuple[str, int], OffsetCommitValue], CoordinatorRecord]:
-        group = self.shard.groups[group_id]
+        group = self.shard.classic_group(group_id)
+        assert group is not None, f"no classic group {group_id} to take over"
         self.remove_group(group)
         return group.offsets, GroupMetadataRecord(group_id, None)
 
@@ -248,7 +249,8 @@ class ClassicGroupManager(ClassicJoin):
                 ) -> tuple[list[CoordinatorRecord], dict[tuple[str, int], OffsetCommitValue]] | None:
         """The records that turn the classic group into a consumer group, and its offsets; None if refused.
         Raises MalformedConsumerProtocol when its members' subscriptions cannot be read."""
-        group = self.shard.groups[group_id]
+        group = self.shard.classic_group(group_id)
+        assert group is not None, f"no classic group {group_id} to upgrade"
         refusal = upgrade_refusal(group, migration_policy, max_size)
         if refusal is not None:
             log.info("classic_group_not_upgraded", group_id=group_id, reason=refusal)
@@ -266,6 +268,8 @@ class ClassicGroupManager(ClassicJoin):
             return None
         classic = classic_group_from_consumer(group, remaining, topic_name, self.shard.wall_ms)
         classic.offsets = group.offsets
+        # The conversion replaces the consumer group's entry in the one table; the consumer manager then
+        # removes the consumer group, leaving this entry be.
         self.shard.groups[classic.group_id] = classic
         assignment = {m.member_id: m.assignment for m in classic.members.values()}
         record = GroupMetadataRecord(classic.group_id, self.group_metadata_value(classic, assignment))

@@ -6,10 +6,11 @@ manager (classic_manager.py) or the KIP-848 consumer group manager (consumer/man
 manager (offsets.py) and the admin operations (admin.py). The core never touches the disk: records it
 wants durable go to `take_appends()`, and the shell calls `PendingAppend.complete` once they are written.
 
-The cut, after Kafka's GroupCoordinatorShard: the shared state (clock, timer, group table, gate, appends)
-is the base class (shard.py); this class adds loading and unloading of partitions, the retention sweep,
-the routing between group types (groups of both kinds share the id space) and KIP-848's migration between
-them. Every arrow runs from here outwards: the offset manager and the admin operations see this class only
+The cut, after Kafka's GroupCoordinatorShard: the shared state (clock, timer, the one group table of every
+type, gate, appends) is the base class (shard.py); this class adds loading (one replay of a partition's
+records into groups of every type, loader.py) and unloading of partitions, the retention sweep, the routing
+by the group's type (groups of both kinds share the id space, one type per id: table.py) and KIP-848's
+migration between them. Every arrow runs from here outwards: the offset manager and the admin operations see this class only
 through the narrow protocols they define (`OffsetGroups`, `AdminGroups`), the consumer manager through
 `ConsumerGroupsHost`, and they get `emit_append` as a plain function. settings.py is a leaf.
 """
@@ -53,10 +54,8 @@ from .consumer.api import ConsumerGroupDescription, ConsumerGroupHeartbeatInput,
 from .consumer.classic_members import ClassicMembers
 from .consumer.errors import ConsumerGroupError
 from .consumer.group import ConsumerGroup, ConsumerGroupState
-from .consumer.loader import ConsumerGroupLoader
 from .consumer.manager import ConsumerGroupEvents, ConsumerGroupManager
 from .consumer.member import ConsumerGroupMember
-from .consumer.records import CONSUMER_GROUP_RECORD_TYPES
 from .consumer.settings import ConsumerGroupConfig
 from .consumer.topics import TopicsImage
 from .group import GroupMetadata
@@ -69,6 +68,7 @@ from .records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitValue
 from .settings import GroupConfig
 from .shard import CoordinatorShard
 from .state import EMPTY
+from .table import Group
 
 log = structlog.get_logger("coordinator_server.group")
 
@@ -193,24 +193,15 @@ class GroupCoordinator(CoordinatorShard):
             # The first load is when the core first knows the time: start the periodic cleanup.
             self.timer.add(self._cleanup, self.now_ms)
         loader = GroupLoader()
-        consumer_loader = ConsumerGroupLoader()
         for record in records:
-            if isinstance(record, CONSUMER_GROUP_RECORD_TYPES):
-                consumer_loader.apply(record)
-            else:
-                loader.apply(record)
-        loaded = self.consumer.load(consumer_loader.groups.values())
-        for group in loader.build(self.wall_ms):
-            consumer_group = consumer_loader.groups.get(group.group_id)
-            if consumer_group is not None:
-                # Offsets load as a simple group when no classic group record names them: they are the
-                # consumer group's (a classic record left next to live consumer records is stale).
-                if group.members or group.protocol_type is not None:
-                    log.warning("classic_group_record_ignored", group_id=group.group_id,
-                                reason="the group is a consumer group")
-                consumer_group.offsets = group.offsets
-                continue
-            self.classic.on_loaded(group)
+            loader.apply(record)
+        loaded = 0
+        for group in loader.build(self.wall_ms).values():
+            # Each group joins the one table through the manager of its type, which restarts its timers.
+            if isinstance(group, ConsumerGroup):
+                self.consumer.on_loaded(group)
+            elif isinstance(group, GroupMetadata):
+                self.classic.on_loaded(group)
             loaded += 1
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
@@ -233,11 +224,7 @@ class GroupCoordinator(CoordinatorShard):
         self.owned_partitions.discard(partition)
         unloaded = 0
         for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
-            self.classic.unload_group(group, reason)
-            del self.groups[group.group_id]
-            unloaded += 1
-        for consumer_group in [g for g in self.consumer.groups.values() if self.partition_for(g.group_id) == partition]:
-            self.consumer.remove_group(consumer_group, reason)
+            self._unload_group(group, reason)
             unloaded += 1
         log.info("partition_unloaded", partition=partition, leader_epoch=leader_epoch, groups=unloaded,
                  reason=reason)
@@ -249,10 +236,17 @@ class GroupCoordinator(CoordinatorShard):
         self.active = False
         self._cleanup.cancel()
         for group in list(self.groups.values()):
-            self.classic.unload_group(group)
+            self._unload_group(group, "coordinator shutdown")
         self.groups.clear()
-        for consumer_group in list(self.consumer.groups.values()):
-            self.consumer.remove_group(consumer_group, "coordinator shutdown")
+
+    def _unload_group(self, group: Group, reason: str) -> None:
+        """The group leaves the table through the manager of its type (parked requests answered, timers
+        cancelled); its records stay in the log for whoever loads the partition next."""
+        if isinstance(group, GroupMetadata):
+            self.classic.unload_group(group, reason)
+            del self.groups[group.group_id]
+        elif isinstance(group, ConsumerGroup):
+            self.consumer.remove_group(group, reason)
 
     # -- committed offsets (offsets.py) --------------------------------------------------------------
 
@@ -277,26 +271,25 @@ class GroupCoordinator(CoordinatorShard):
         expired_total = removed_groups = 0
         for group in list(self.groups.values()):
             records: list[CoordinatorRecord] = []
-            records.extend(self.offsets.cleanup_expired_offsets(group, wall_ms))
-            expired_total += len(records)
-            if group.is_state(EMPTY) and not group.offsets and not group.pending_offset_commits:
-                self.classic.remove_group(group)
-                records.append(GroupMetadataRecord(group.group_id, None))
-                removed_groups += 1
-                log.info("group_removed", group_id=group.group_id, reason="empty with no committed offsets")
+            if isinstance(group, GroupMetadata):
+                records.extend(self.offsets.cleanup_expired_offsets(group, wall_ms))
+                expired_total += len(records)
+                if group.is_state(EMPTY) and not group.offsets and not group.pending_offset_commits:
+                    self.classic.remove_group(group)
+                    records.append(GroupMetadataRecord(group.group_id, None))
+                    removed_groups += 1
+                    log.info("group_removed", group_id=group.group_id, reason="empty with no committed offsets")
+            elif isinstance(group, ConsumerGroup):
+                records.extend(self.offsets.cleanup_expired_consumer_group_offsets(group, wall_ms))
+                expired_total += len(records)
+                if (group.state is ConsumerGroupState.EMPTY and not group.offsets
+                        and not group.pending_offset_commits):
+                    records.extend(consumer_admin.group_tombstones(group))
+                    self.consumer.remove_group(group, "empty with no committed offsets")
+                    removed_groups += 1
             if records:
                 # Like Kafka's acks=0 tombstones: a lost one is simply reissued at the next cleanup.
                 self.emit_append(group.group_id, tuple(records), lambda error: None)
-        for consumer_group in list(self.consumer.groups.values()):
-            records = list(self.offsets.cleanup_expired_consumer_group_offsets(consumer_group, wall_ms))
-            expired_total += len(records)
-            if (consumer_group.state is ConsumerGroupState.EMPTY and not consumer_group.offsets
-                    and not consumer_group.pending_offset_commits):
-                records.extend(consumer_admin.group_tombstones(consumer_group))
-                self.consumer.remove_group(consumer_group, "empty with no committed offsets")
-                removed_groups += 1
-            if records:
-                self.emit_append(consumer_group.group_id, tuple(records), lambda error: None)
         if expired_total or removed_groups:
             log.info("offsets_expired", offsets=expired_total, groups_removed=removed_groups)
         return expired_total, removed_groups
@@ -325,13 +318,6 @@ class GroupCoordinator(CoordinatorShard):
     def handle_consumer_group_describe(self, group_ids: list[str], now_ms: int) -> list[ConsumerGroupDescription]:
         self._tick(now_ms)
         return self.consumer.describe_groups(group_ids)
-
-    @property
-    def consumer_groups(self) -> dict[str, ConsumerGroup]:
-        return self.consumer.groups
-
-    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
-        return self.consumer.groups.get(group_id)
 
     def remove_consumer_group(self, group: ConsumerGroup, reason: str) -> None:
         self.consumer.remove_group(group, reason)
@@ -369,11 +355,12 @@ class GroupCoordinator(CoordinatorShard):
 
     def _maybe_replace_empty_consumer_group(self, group_id: str) -> Errors | None:
         """A classic JoinGroup for an empty consumer group: it gives way, keeping its offsets (Kafka)."""
-        consumer_group = self.consumer.groups.get(group_id)
+        consumer_group = self.consumer_group(group_id)
         if consumer_group is None:
             return None
         self.emit_append(group_id, tuple(consumer_admin.group_tombstones(consumer_group)), lambda error: None)
         self.consumer.remove_group(consumer_group, "a classic protocol member joined the empty consumer group")
+        # The classic group takes the id's entry in the one table, with the offsets.
         group = self.classic.create_group(group_id)
         group.offsets = consumer_group.offsets
         return None
@@ -389,7 +376,7 @@ class GroupCoordinator(CoordinatorShard):
         if not self.classic.session_timeout_in_range(inp.session_timeout_ms):
             respond(JoinGroupResult(Errors.INVALID_SESSION_TIMEOUT, member_id=inp.member_id))
             return
-        consumer_group = self.consumer.groups.get(inp.group_id)
+        consumer_group = self.consumer_group(inp.group_id)
         if consumer_group is not None and consumer_group.state is not ConsumerGroupState.EMPTY:
             # KIP-848 migration: a classic member inside a consumer group, assigned by the coordinator.
             self.classic_members.join(consumer_group, inp, respond)
@@ -408,14 +395,12 @@ class GroupCoordinator(CoordinatorShard):
             respond(SyncGroupResult(error))
             return
         group = self.groups.get(inp.group_id)
-        if group is None:
-            consumer_group = self.consumer.groups.get(inp.group_id)
-            if consumer_group is not None:
-                self.classic_members.sync(consumer_group, inp, respond)
-                return
+        if isinstance(group, GroupMetadata):
+            self.classic.handle_sync_group(group, inp, respond)
+        elif isinstance(group, ConsumerGroup):
+            self.classic_members.sync(group, inp, respond)
+        else:
             respond(SyncGroupResult(Errors.UNKNOWN_MEMBER_ID))
-            return
-        self.classic.handle_sync_group(group, inp, respond)
 
     def handle_heartbeat(self, inp: HeartbeatInput, now_ms: int) -> Errors:
         self._tick(now_ms)
@@ -424,13 +409,11 @@ class GroupCoordinator(CoordinatorShard):
             # A loading coordinator answers blindly: the member will learn the truth once it has loaded.
             return _HEARTBEAT_OK if error is Errors.COORDINATOR_LOAD_IN_PROGRESS else error
         group = self.groups.get(inp.group_id)
-        if group is None:
-            consumer_group = self.consumer.groups.get(inp.group_id)
-            if consumer_group is not None:
-                return self.classic_members.heartbeat(consumer_group, inp.member_id, inp.group_instance_id,
-                                                      inp.generation_id)
-            return Errors.UNKNOWN_MEMBER_ID
-        return self.classic.handle_heartbeat(group, inp)
+        if isinstance(group, GroupMetadata):
+            return self.classic.handle_heartbeat(group, inp)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.heartbeat(group, inp.member_id, inp.group_instance_id, inp.generation_id)
+        return Errors.UNKNOWN_MEMBER_ID
 
     def handle_leave_group(self, inp: LeaveGroupInput, now_ms: int) -> LeaveGroupResult:
         self._tick(now_ms)
@@ -438,14 +421,13 @@ class GroupCoordinator(CoordinatorShard):
         if error is not None:
             return LeaveGroupResult(error)
         group = self.groups.get(inp.group_id)
-        consumer_group = self.consumer.groups.get(inp.group_id) if group is None else None
-        if consumer_group is not None:
-            return self.classic_members.leave(consumer_group, inp)
-        if group is None:
-            return LeaveGroupResult(Errors.NONE, [
-                LeaveMemberResult(m.member_id, m.group_instance_id, Errors.UNKNOWN_MEMBER_ID) for m in inp.members
-            ])
-        return self.classic.handle_leave_group(group, inp)
+        if isinstance(group, GroupMetadata):
+            return self.classic.handle_leave_group(group, inp)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.leave(group, inp)
+        return LeaveGroupResult(Errors.NONE, [
+            LeaveMemberResult(m.member_id, m.group_instance_id, Errors.UNKNOWN_MEMBER_ID) for m in inp.members
+        ])
 
 class _OffsetsCleanup(TimerTask):
     """Kafka's periodic cleanupGroupMetadata, every offsets.retention.check.interval.ms."""

@@ -1,11 +1,27 @@
-"""Rebuilding groups from a replayed `__consumer_offsets` partition.
+"""Rebuilding a partition's groups, of every type, from one pass over its replayed `__consumer_offsets` log.
 
-The latest record per key wins and a tombstone removes its key. A group with members comes back Stable;
-each member's supported protocols are just the selected one with its stored subscription, so a follower
-that later rejoins with its full list counts as changed and triggers a rebalance, as in Kafka.
+`apply` takes the records in log order and keeps, per group id, what each kind of record says: the latest
+classic group record (`GroupMetadataRecord`), the consumer group its ConsumerGroup* records build, and its
+committed offsets. The latest record per key wins and a tombstone removes its key: a classic group
+tombstone forgets the classic record, an offset tombstone the offset, and a tombstone of a consumer group's
+epoch deletes that group (as Kafka's replay removes it). Every other consumer record is applied as the
+consumer manager applies the records it writes (`ConsumerGroup.apply`), creating the group if need be.
+
+`build` then settles each id on one type, for the one group table (table.py):
+- a consumer group wins: its id's offsets are its own, and a classic record left beside it is stale (a
+  conversion's tombstone came later than it, or was lost with a failed write) and is ignored with a warning
+  if it still names members or a protocol type;
+- otherwise a classic record makes a classic group. One with members comes back Stable; each member's
+  supported protocols are just the selected one with its stored subscription, so a follower that later
+  rejoins with its full list counts as changed and triggers a rebalance, as in Kafka;
+- offsets with no group record make an Empty "simple" classic group with no protocol type.
 """
 from __future__ import annotations
 
+import structlog
+
+from .consumer.group import ConsumerGroup
+from .consumer.records import CONSUMER_GROUP_RECORD_TYPES, ConsumerGroupMetadataRecord
 from .group import GroupMetadata
 from .member import MemberMetadata
 from .records import (
@@ -16,11 +32,15 @@ from .records import (
     OffsetCommitValue,
 )
 from .state import STABLE
+from .table import Group
+
+log = structlog.get_logger("coordinator_server.group")
 
 
 class GroupLoader:
     def __init__(self) -> None:
         self.group_values: dict[str, GroupMetadataValue] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
 
     def apply(self, record: CoordinatorRecord) -> None:
@@ -39,21 +59,39 @@ class GroupLoader:
                     del self.offsets[record.group_id]
             else:
                 group_offsets[key] = record.value
+        elif isinstance(record, CONSUMER_GROUP_RECORD_TYPES):
+            if isinstance(record, ConsumerGroupMetadataRecord) and record.epoch is None:
+                self.consumer_groups.pop(record.group_id, None)
+                return
+            group = self.consumer_groups.get(record.group_id)
+            if group is None:
+                group = self.consumer_groups[record.group_id] = ConsumerGroup(record.group_id)
+            group.apply(record)
         else:
             raise TypeError(f"not a coordinator record: {record!r}")
 
-    def build(self, wall_ms: int) -> list[GroupMetadata]:
-        groups: list[GroupMetadata] = []
+    def build(self, wall_ms: int) -> dict[str, Group]:
+        """The groups, one per id: consumer groups first, then classic groups, then simple groups (each in
+        the order its first record came)."""
+        groups: dict[str, Group] = {}
+        for group_id, consumer_group in self.consumer_groups.items():
+            consumer_group.offsets = self.offsets.get(group_id, {})
+            groups[group_id] = consumer_group
         for group_id, value in self.group_values.items():
+            if group_id in self.consumer_groups:
+                if value.members or value.protocol_type:
+                    log.warning("classic_group_record_ignored", group_id=group_id,
+                                reason="the group is a consumer group")
+                continue
             group = group_from_value(group_id, value)
             group.offsets = self.offsets.get(group_id, {})
-            groups.append(group)
+            groups[group_id] = group
         for group_id, offsets in self.offsets.items():
-            if group_id not in self.group_values:
+            if group_id not in groups:
                 # Offsets with no group record: an Empty "simple" group with no protocol type.
-                group = GroupMetadata(group_id, wall_ms)
-                group.offsets = offsets
-                groups.append(group)
+                simple = GroupMetadata(group_id, wall_ms)
+                simple.offsets = offsets
+                groups[group_id] = simple
         return groups
 
 

@@ -52,7 +52,9 @@ class OffsetGroups(Protocol):
     @property
     def wall_ms(self) -> int: ...
 
-    def group(self, group_id: str) -> GroupMetadata | None: ...
+    def classic_group(self, group_id: str) -> GroupMetadata | None:
+        """The classic group of that id, if it is one (the id space is shared with consumer groups)."""
+        ...
 
     def create_simple_group(self, group_id: str) -> GroupMetadata: ...
 
@@ -110,7 +112,7 @@ class OffsetManager:
             all_fail(error)
             return
         assert inp.group_id is not None
-        group = core.group(inp.group_id)
+        group = core.classic_group(inp.group_id)
         if group is None:
             consumer = core.consumer_group(inp.group_id)
             if consumer is not None:
@@ -187,7 +189,7 @@ class OffsetManager:
         if error is not None:
             return OffsetFetchResult(error, [])
         assert inp.group_id is not None
-        group = self.core.group(inp.group_id)
+        group = self.core.classic_group(inp.group_id)
         offsets = {} if group is None or group.is_state(DEAD) else group.offsets
         consumer = self.core.consumer_group(inp.group_id) if group is None else None
         if consumer is not None:
@@ -217,7 +219,7 @@ class OffsetManager:
             callback(OffsetDeleteResult(error, []))
             return
         assert inp.group_id is not None
-        group = self.core.group(inp.group_id)
+        group = self.core.classic_group(inp.group_id)
         consumer = self.core.consumer_group(inp.group_id) if group is None else None
         if consumer is not None:
             self._delete_consumer_group_offsets(consumer, inp, callback)

@@ -1,5 +1,6 @@
-"""What every group manager of a coordinator shard shares: the clock, the timer and its keyed-timer service, the group table, the gate
-(which partitions this node coordinates, and which it is still loading) and the queue of appends.
+"""What every group manager of a coordinator shard shares: the clock, the timer and its keyed-timer service,
+the one group table of every group type (table.py), the gate (which partitions this node coordinates, and
+which it is still loading) and the queue of appends.
 
 `GroupCoordinator` (coordinator.py) is this class with the managers composed on it; the managers get it as
 their `shard`, a concrete class (not a protocol), so that compiled code reads its fields natively on the hot
@@ -17,9 +18,11 @@ from coordinator_server.purgatory import Timer
 from protocol.errors import Errors
 
 from .api import PendingAppend
+from .consumer.group import ConsumerGroup
 from .group import GroupMetadata
 from .partitioner import partition_for
 from .records import CoordinatorRecord
+from .table import Group
 from .timers import KeyedTimer
 
 log = structlog.get_logger("coordinator_server.group")
@@ -40,7 +43,8 @@ class CoordinatorShard:
         # wall clock = monotonic + offset; the shell refreshes the offset, the core never reads a clock.
         self.wall_offset_ms = wall_offset_ms
         self.now_ms = 0
-        self.groups: dict[str, GroupMetadata] = {}
+        # Every group of the shard, classic and consumer alike (table.py); the managers share this one dict.
+        self.groups: dict[str, Group] = {}
         self.active = True
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
@@ -89,8 +93,15 @@ class CoordinatorShard:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.partitions)
 
-    def group(self, group_id: str) -> GroupMetadata | None:
-        return self.groups.get(group_id)
+    def classic_group(self, group_id: str) -> GroupMetadata | None:
+        """The classic group of that id; None if there is none or the id holds a group of another type."""
+        group = self.groups.get(group_id)
+        return group if isinstance(group, GroupMetadata) else None
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group of that id; None if there is none or the id holds a group of another type."""
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
 
     def validate_group_status(self, group_id: str | None, allow_empty: bool = False) -> Errors | None:
         """The checks every group request passes first: a group id (offset commits and fetches accept "", the

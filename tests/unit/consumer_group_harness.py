@@ -19,6 +19,7 @@ from coordinator_server.group.consumer.records import CONSUMER_GROUP_RECORD_TYPE
 from coordinator_server.group.consumer.settings import ConsumerGroupConfig
 from coordinator_server.group.consumer.topics import StaticTopicsImage
 from coordinator_server.group.records import CoordinatorRecord
+from coordinator_server.group.table import Group
 from coordinator_server.purgatory import Timer
 from protocol.errors import Errors
 
@@ -33,6 +34,7 @@ class FakeHost:
         self.timer = Timer(now_ms)
         self.gate: Errors | None = None
         self.classic: dict[str, dict[tuple[str, int], object]] = {}  # empty classic groups with their offsets
+        self.groups: dict[str, Group] = {}  # the shard's one table, here holding the consumer groups only
 
     @property
     def wall_ms(self) -> int:

@@ -255,7 +255,7 @@ class Harness:
     # -- looking -------------------------------------------------------------------------------------
 
     def group(self, group_id: str = "g") -> GroupMetadata:
-        group = self.coordinator.group(group_id)
+        group = self.coordinator.classic_group(group_id)
         assert group is not None, f"no group {group_id}"
         return group
 

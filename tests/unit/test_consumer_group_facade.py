@@ -151,7 +151,7 @@ def test_delete_groups_only_when_empty_and_with_every_tombstone() -> None:
     assert h.coordinator.consumer_group("cg") is None
     fresh = Harness(topics=TOPICS)
     fresh.coordinator.load_partition(fresh.coordinator.partition_for("cg"), list(h.durable), fresh.now)
-    assert fresh.coordinator.consumer_group("cg") is None and fresh.coordinator.group("cg") is None
+    assert fresh.coordinator.consumer_group("cg") is None and fresh.coordinator.classic_group("cg") is None
 
 
 def test_offset_delete_refuses_subscribed_topics() -> None:
@@ -167,7 +167,7 @@ def test_an_empty_classic_group_becomes_a_consumer_group_with_its_offsets() -> N
     h = Harness(topics=TOPICS)
     h.commit("cg", {("orders", 2): 9})  # a simple classic group: offsets only
     consumer_group(h, 1)
-    assert h.coordinator.group("cg") is None
+    assert h.coordinator.classic_group("cg") is None
     assert h.committed("cg", "orders", 2) == 9
     assert GroupMetadataRecord("cg", None) in h.durable
 

@@ -68,7 +68,7 @@ def classic_group(h: Harness) -> tuple[list[str], int]:
         reply = h.sync(GROUP, member_id, generation, plan if member_id == leader else None)
         if member_id == leader:
             assert sync_result(reply).error is Errors.NONE
-    group = h.coordinator.group(GROUP)
+    group = h.coordinator.classic_group(GROUP)
     assert group is not None and group.is_state(STABLE)
     return ids, generation
 
@@ -85,7 +85,7 @@ def test_a_consumer_member_upgrades_the_classic_group_keeping_every_assignment()
     h.commit(GROUP, {("orders", 0): 7}, generation=generation, member_id=a)
     reply = h.consumer_heartbeat(GROUP, "c1", 0)
     assert reply.value.error is Errors.NONE, reply.value
-    assert h.coordinator.group(GROUP) is None
+    assert h.coordinator.classic_group(GROUP) is None
     group = h.coordinator.consumer_group(GROUP)
     assert group is not None and set(group.members) == {a, b, "c1"}
     # The classic members keep their partitions at epoch = the generation until they rejoin.
@@ -164,7 +164,7 @@ def test_the_last_consumer_member_leaving_downgrades_the_group_and_a_rebalance_f
     epoch, targets = consumer.group_epoch, {m: consumer.member_target(m) for m in (a, b)}
     h.consumer_heartbeat(GROUP, "c1", -1)
     assert h.coordinator.consumer_group(GROUP) is None
-    group = h.coordinator.group(GROUP)
+    group = h.coordinator.classic_group(GROUP)
     assert group is not None and group.is_state(PREPARING_REBALANCE)
     record = h.durable[-1]
     assert isinstance(record, GroupMetadataRecord) and record.value is not None
@@ -190,7 +190,7 @@ def test_a_consumer_member_whose_session_expires_downgrades_the_group() -> None:
         for member_id in (a, b):
             h.heartbeat(GROUP, member_id, group.members[member_id].member_epoch if member_id in group.members else 0)
     assert h.coordinator.consumer_group(GROUP) is None
-    assert h.coordinator.group(GROUP) is not None
+    assert h.coordinator.classic_group(GROUP) is not None
 
 
 @pytest.mark.parametrize("policy", ["downgrade", "disabled"])
@@ -200,7 +200,7 @@ def test_no_upgrade_unless_the_policy_allows_it(policy: str) -> None:
     reply = h.consumer_heartbeat(GROUP, "c1", 0)
     assert (reply.value.error, reply.value.error_message) == (Errors.GROUP_ID_NOT_FOUND,
                                                               f"Group {GROUP} is not a consumer group.")
-    assert h.coordinator.group(GROUP) is not None
+    assert h.coordinator.classic_group(GROUP) is not None
 
 
 @pytest.mark.parametrize("policy", ["upgrade", "disabled"])
@@ -210,7 +210,7 @@ def test_no_downgrade_unless_the_policy_allows_it(policy: str) -> None:
     h.coordinator.consumer.config = ConsumerGroupConfig(migration_policy=policy)
     h.consumer_heartbeat(GROUP, "c1", -1)
     group = h.coordinator.consumer_group(GROUP)
-    assert group is not None and set(group.members) == {a, b} and h.coordinator.group(GROUP) is None
+    assert group is not None and set(group.members) == {a, b} and h.coordinator.classic_group(GROUP) is None
 
 
 def test_a_classic_group_of_another_protocol_type_is_not_upgraded() -> None:
@@ -284,5 +284,5 @@ def test_a_restart_replays_the_mixed_group_and_the_downgraded_group() -> None:
     h.consumer_heartbeat(GROUP, "c1", -1)
     downgraded = replay(h)
     assert downgraded.coordinator.consumer_group(GROUP) is None
-    group = downgraded.coordinator.group(GROUP)
+    group = downgraded.coordinator.classic_group(GROUP)
     assert group is not None and set(group.members) == {a, b}

@@ -102,7 +102,7 @@ def test_delete_empty_group_writes_offset_and_group_tombstones_and_forgets_it() 
     assert OffsetCommitRecord("simple", "t", 0, None) in h.durable
     assert OffsetCommitRecord("simple", "t", 1, None) in h.durable
     assert h.durable[-1] == GroupMetadataRecord("simple", None)
-    assert h.coordinator.group("simple") is None
+    assert h.coordinator.classic_group("simple") is None
     assert h.committed("simple", "t", 0) == -1
     [d] = describe(h, "simple")
     assert d.state == "Dead"

@@ -55,7 +55,7 @@ class GroupCoreMachine(RuleBasedStateMachine):
         if not self.known[group]:
             return
         member_id, instance, generation = self.known[group][pick % len(self.known[group])]
-        g = self.h.coordinator.group(group)
+        g = self.h.coordinator.classic_group(group)
         assignments = None
         if as_leader and g is not None:
             generation = g.generation_id
@@ -66,7 +66,7 @@ class GroupCoreMachine(RuleBasedStateMachine):
     def heartbeat(self, group: str, pick: int) -> None:
         if self.known[group]:
             member_id, instance, _ = self.known[group][pick % len(self.known[group])]
-            g = self.h.coordinator.group(group)
+            g = self.h.coordinator.classic_group(group)
             self.h.heartbeat(group, member_id, g.generation_id if g else 0, instance=instance)
 
     @rule(group=st.sampled_from(GROUPS), pick=st.integers(0, 7), by_instance=st.booleans())

@@ -80,7 +80,7 @@ def test_group_tombstone_removes_the_group_on_load() -> None:
     h.form_group(1)
     h.durable.append(GroupMetadataRecord("g", None))
     fresh = _restarted(h)
-    assert fresh.coordinator.group("g") is None
+    assert fresh.coordinator.classic_group("g") is None
 
 
 def test_latest_group_record_wins_on_load() -> None:
@@ -182,7 +182,7 @@ def test_unload_partition_answers_parked_joins_not_coordinator_and_later_request
     parked = h.join(member_id=a.member_id)
     assert h.coordinator.unload_partition(p, 4, h.now) == 1
     assert join_result(parked).error is Errors.NOT_COORDINATOR
-    assert h.coordinator.group("g") is None
+    assert h.coordinator.classic_group("g") is None
     assert h.heartbeat("g", a.member_id, 1) is Errors.NOT_COORDINATOR
     assert join_result(h.join()).error is Errors.NOT_COORDINATOR
 
@@ -215,7 +215,7 @@ def test_a_load_overtaken_by_an_unload_is_dropped() -> None:
     h.coordinator.unload_partition(p, 3, h.now)  # leadership moved on while the log was being read
     value = OffsetCommitValue(42, -1, "", 1_700_000_000_000, -1)
     assert h.coordinator.load_partition(p, [OffsetCommitRecord("g", "t", 0, value)], h.now, leader_epoch=2) == -1
-    assert h.coordinator.group("g") is None
+    assert h.coordinator.classic_group("g") is None
     assert join_result(h.join()).error is Errors.NOT_COORDINATOR
 
 
@@ -227,7 +227,7 @@ def test_leading_again_at_a_newer_epoch_rereads_the_partition() -> None:
     h.form_group(1)
     durable = list(h.durable)
     assert h.coordinator.begin_loading(p, 3)  # another leader may have written at epoch 2
-    assert h.coordinator.group("g") is None
+    assert h.coordinator.classic_group("g") is None
     assert join_result(h.join()).error is Errors.COORDINATOR_LOAD_IN_PROGRESS
     h.coordinator.load_partition(p, durable, h.now, leader_epoch=3)
     assert h.group().state is STABLE

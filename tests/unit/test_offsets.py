@@ -207,7 +207,7 @@ def test_offsets_of_an_empty_group_expire_after_retention_and_the_group_is_remov
     h.sleep(7 * DAY_MS - 600_000)
     assert h.committed("g", "t", 0) == 1
     h.sleep(1_200_000)  # the next cleanup run after 7 days
-    assert h.coordinator.group("g") is None
+    assert h.coordinator.classic_group("g") is None
     assert OffsetCommitRecord("g", "t", 0, None) in h.durable
     assert GroupMetadataRecord("g", None) in h.durable
 
@@ -241,7 +241,7 @@ def test_empty_group_without_offsets_is_removed_at_the_next_cleanup() -> None:
     [a] = h.form_group(1)
     h.leave("g", (a.member_id, None))
     h.sleep(600_000)
-    assert h.coordinator.group("g") is None
+    assert h.coordinator.classic_group("g") is None
     assert h.group_records()[-1].value is None
 
 

@@ -105,7 +105,7 @@ class ClassicMembers:
                 respond(JoinGroupResult(m.write_error(error), member_id=inp.member_id))
                 return
             m.cancel_timer(group_id, updated.member_id, "join")
-            if group_id in m.groups:  # still a consumer group
+            if m.group(group_id) is not None:  # still a consumer group
                 m.schedule_session_timeout(group_id, updated.member_id)
                 m.schedule_classic_timeout(group_id, updated, "sync")
             respond(result)

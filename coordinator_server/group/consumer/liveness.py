@@ -1,6 +1,8 @@
-"""The consumer group table and its members' liveness (KIP-848; Kafka's GroupMetadataManager for consumer
-groups): loading, removing and describing groups, applying records, the members' session, rebalance and
-classic join/sync timeouts on the shard's keyed-timer service, and fencing members out.
+"""The consumer groups of the shard's one group table and their members' liveness (KIP-848; Kafka's
+GroupMetadataManager for consumer groups): loading, removing and describing groups, applying records, the
+members' session, rebalance and classic join/sync timeouts on the shard's keyed-timer service, and fencing
+members out. The table is the host's (`ConsumerGroupsHost.groups`, every group type under its id): this
+part looks its groups up by type, and only adds or removes entries that are consumer groups.
 
 `ConsumerGroupManager` (manager.py) is this class with the heartbeat on top: the heartbeat decides, this
 part keeps time and removes. Every timer re-checks the group when it fires (the member may be gone, or at
@@ -20,6 +22,7 @@ from protocol.kafka_uuid import random_kafka_uuid_string
 
 from ..api import AppendRecords
 from ..records import CoordinatorRecord, OffsetCommitValue
+from ..table import Group
 from ..timers import KeyedTimer, TimerKey
 from ..write_errors import write_error
 from . import admin
@@ -45,8 +48,13 @@ from .topics import StaticTopicsImage, TopicsImage
 log = structlog.get_logger("coordinator_server.group.consumer")
 
 class ConsumerGroupsHost(Protocol):
-    """What the manager needs of the façade (coordinator.py): the clock, the gate, the timer, the classic
-    groups sharing the group-id namespace, and the append queue."""
+    """What the manager needs of the façade (coordinator.py): the clock, the gate, the timer, the one group
+    table, the classic groups sharing the group-id namespace, and the append queue."""
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        """Every group of the shard by id, of any type (table.py)."""
+        ...
 
     @property
     def now_ms(self) -> int: ...
@@ -104,7 +112,8 @@ class ConsumerGroupLiveness:
         self.topics: TopicsImage = topics if topics is not None else StaticTopicsImage()
         self.new_member_id = new_member_id
         self.events = events or ConsumerGroupEvents()
-        self.groups: dict[str, ConsumerGroup] = {}
+        # The host's table itself, not a copy: a conversion between the protocols replaces the one entry.
+        self.groups: dict[str, Group] = host.groups
         # Keyed per member and kind, on the shard's one keyed-timer service.
         self.timers = timers if timers is not None else KeyedTimer(host.timer)
         unknown = [a for a in self.config.assignors if a not in ASSIGNORS]
@@ -112,7 +121,9 @@ class ConsumerGroupLiveness:
             raise ValueError(f"unknown consumer group assignors {unknown}; known: {', '.join(ASSIGNORS)}")
 
     def group(self, group_id: str) -> ConsumerGroup | None:
-        return self.groups.get(group_id)
+        """The consumer group of that id; None if there is none or the id holds a group of another type."""
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
 
     @staticmethod
     def write_error(error: Errors) -> Errors:
@@ -176,7 +187,7 @@ class ConsumerGroupLiveness:
     def fence_from_timer(self, group_id: str, member_id: str, reason: str, epoch: int | None,
                          kind: str = "session_expiry") -> None:
         """A member's session or rebalance timeout fired: fence it if it is still there (at `epoch`)."""
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:
             return
@@ -188,25 +199,23 @@ class ConsumerGroupLiveness:
 
     # -- the group table: loading, unloading, removing, describing ---------------------------------------
 
-    def load(self, groups: Iterable[ConsumerGroup]) -> int:
-        """Groups replayed from the log take over; every member gets a fresh session timeout (and a
-        rebalance timeout if it still has partitions to revoke), as Kafka's onLoaded does."""
-        count = 0
-        for group in groups:
-            self.groups[group.group_id] = group
-            count += 1
-            for member in group.members.values():
-                self.schedule_session_timeout(group.group_id, member.member_id)
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    self._schedule_rebalance_timeout(group.group_id, member)
-        return count
+    def on_loaded(self, group: ConsumerGroup) -> None:
+        """A group replayed from the log takes its id's entry; every member gets a fresh session timeout
+        (and a rebalance timeout if it still has partitions to revoke), as Kafka's onLoaded does."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self.schedule_session_timeout(group.group_id, member.member_id)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group.group_id, member)
 
     def remove_group(self, group: ConsumerGroup, reason: str) -> None:
         """Forget the group (deleted, expired or unloaded); its tombstones are the caller's to write."""
         group.dead = True
         for member_id in list(group.members):
             self._cancel_timers(group.group_id, member_id)
-        self.groups.pop(group.group_id, None)
+        if self.groups.get(group.group_id) is group:
+            # Only its own entry: a downgrade has already put the classic group in its place.
+            del self.groups[group.group_id]
         log.info("consumer_group_removed", group_id=group.group_id, members=len(group.members), reason=reason)
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
@@ -217,7 +226,7 @@ class ConsumerGroupLiveness:
             if error is not None:
                 out.append(ConsumerGroupDescription(group_id, error))
                 continue
-            group = self.groups.get(group_id)
+            group = self.group(group_id)
             if group is None:
                 if self.host.classic_group_is_empty(group_id) is not None:
                     out.append(admin.not_found(group_id, f"Group {group_id} is not a consumer group."))
@@ -234,7 +243,8 @@ class ConsumerGroupLiveness:
     # -- applying records ---------------------------------------------------------------------------------
 
     def _apply(self, group: ConsumerGroup, records: Iterable[CoordinatorRecord]) -> None:
-        if group.group_id not in self.groups:
+        if self.groups.get(group.group_id) is not group:
+            # A new group takes its id's entry (an upgraded or replaced classic group has left it already).
             self.groups[group.group_id] = group
         for record in records:
             if isinstance(record, CONSUMER_GROUP_RECORD_TYPES):
@@ -244,7 +254,7 @@ class ConsumerGroupLiveness:
 
     def schedule_session_timeout(self, group_id: str, member_id: str) -> None:
         """A classic member inside the group keeps the session timeout it joined with."""
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         member = group.members.get(member_id) if group is not None else None
         classic = member.classic_member_metadata if member is not None else None
         timeout_ms = classic.session_timeout_ms if classic is not None else self.config.session_timeout_ms

@@ -171,7 +171,7 @@ class ConsumerGroupManager(ConsumerGroupLiveness):
 
     def _get_or_maybe_create_group(self, group_id: str, create: bool, records: list[CoordinatorRecord]
                                    ) -> tuple[ConsumerGroup, dict[tuple[str, int], OffsetCommitValue] | None]:
-        group = self.groups.get(group_id)
+        group = self.group(group_id)
         if group is not None:
             return group, None
         classic_empty = self.host.classic_group_is_empty(group_id)
@@ -404,7 +404,7 @@ class ConsumerGroupManager(ConsumerGroupLiveness):
     # -- leaving and fencing ------------------------------------------------------------------------------
 
     def _leave(self, inp: ConsumerGroupHeartbeatInput) -> tuple[list[CoordinatorRecord], ConsumerGroupHeartbeatResult]:
-        group = self.groups.get(inp.group_id)
+        group = self.group(inp.group_id)
         if group is None:
             if self.host.classic_group_is_empty(inp.group_id) is not None:
                 raise not_a_consumer_group(inp.group_id)
