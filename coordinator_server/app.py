@@ -34,8 +34,12 @@ from coordinator_server.topics.leadership import SoleLeader
 from coordinator_server.topics.store import StoreConfig, TopicStore
 
 if TYPE_CHECKING:
-    from coordinator_server.cluster_node import ClusterNode
+    from coordinator_server.cluster_node import ClusterNode, ClusterSession
+    from coordinator_server.purgatory import Timer
+    from coordinator_server.replication.local_replicas import CoordinatorElections
+    from coordinator_server.replication.replica_manager import ReplicaManager
     from coordinator_server.runtime import CoordinatorRuntime
+    from coordinator_server.storage import CoordinatorLog
 
 log = structlog.get_logger("coordinator_server")
 
@@ -78,6 +82,8 @@ class Node:
         for listener in self.listeners:
             listener.sock.close()
         await _close_store(self.store, self.writer, None)
+        if self.cluster is not None:
+            await self.cluster.replicas.close()
         await self.runtime.close()
 
 
@@ -111,29 +117,65 @@ async def build(config: Config) -> Node:
     # with it what wakes the long polls on `__consumer_offsets` when the coordinator appends.
     timer = shared_timer(asyncio.get_running_loop())
     fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch", timer)
+    replication: Replication | None = None
+    if clustered:
+        try:
+            # Before the runtime, as Kafka's broker builds its replica manager before the group coordinator:
+            # the runtime's appends complete once `__consumer_offsets`'s replica manager has them replicated.
+            replication = _replication(config, log_, timer)
+        except BaseException:
+            await _close_store(store, writer, None)
+            await log_.close()
+            raise
     try:
         # Consumer groups subscribe to and are assigned from the topic store. In a cluster no partition is
         # loaded at start: each is, once this node becomes its leader.
         runtime = await CoordinatorRuntime.open(config, log_, timer, StoreTopicsImage(store),
-                                                OffsetsLongPolls(fetch_purgatory).on_append, load_all=not clustered)
-    except Exception as e:
+                                                OffsetsLongPolls(fetch_purgatory).on_append,
+                                                replication.replicas if replication is not None else None,
+                                                load_all=not clustered)
+    except BaseException as e:
+        if replication is not None:
+            await replication.replicas.close()
         await _close_store(store, writer, None)
         await log_.close()
-        raise StartupError(f"cannot open the coordinator log in {config.data_dir}: {e}") from e
-    except BaseException:
-        await _close_store(store, writer, None)
-        await log_.close()
+        if isinstance(e, Exception):
+            raise StartupError(f"cannot open the coordinator log in {config.data_dir}: {e}") from e
         raise
     try:
-        return await _compose(config, security, runtime, store, writer, fetch_purgatory)
+        return await _compose(config, security, runtime, store, writer, fetch_purgatory, replication)
     except BaseException:
+        if replication is not None:
+            await replication.replicas.close()
         await _close_store(store, writer, None)
         await runtime.close()
         raise
 
 
+@dataclass(frozen=True)
+class Replication:
+    """In a cluster, what is built before the runtime: the ZooKeeper session (not yet connected), and
+    `__consumer_offsets`'s replica manager with the record of its leadership changes, which the cluster
+    node, built after the runtime, hands on to it."""
+
+    session: ClusterSession
+    replicas: ReplicaManager
+    elections: CoordinatorElections
+
+
+def _replication(config: Config, log_: CoordinatorLog, timer: Timer) -> Replication:
+    # Imported only in a cluster (ZooKeeper's client comes with it).
+    from coordinator_server.cluster_node import ClusterSession, offsets_replicas
+    from coordinator_server.replication.local_replicas import CoordinatorElections
+
+    session = ClusterSession(config)
+    elections = CoordinatorElections()
+    return Replication(session, offsets_replicas(config, session, log_, elections, timer), elections)
+
+
 async def _compose(config: Config, security: SecuritySettings, runtime: CoordinatorRuntime, store: TopicStore,
-                   writer: GroupCommitWriter, fetch_purgatory: DelayedOperationPurgatory[DelayedFetch]) -> Node:
+                   writer: GroupCommitWriter, fetch_purgatory: DelayedOperationPurgatory[DelayedFetch],
+                   replication: Replication | None) -> Node:
     # Bound first: the advertised port (the real one for port 0) is what the cluster node registers and
     # the handlers answer in Metadata and FindCoordinator.
     sockets = await _bind_listeners(security)
@@ -141,11 +183,11 @@ async def _compose(config: Config, security: SecuritySettings, runtime: Coordina
         contexts = [_listener_context(config, security, spec, sock) for spec, sock in sockets]
         endpoint = contexts[0].endpoint
         cluster = None
-        if config.zookeeper_connect is not None:
+        if replication is not None:
             from coordinator_server.cluster_node import ClusterNode
 
-            cluster = ClusterNode(config, runtime, store, writer, fetch_purgatory, endpoint.host, endpoint.port)
-            runtime.replication = cluster.replicas
+            cluster = ClusterNode(config, replication.session, replication.replicas, replication.elections, runtime,
+                                  store, writer, fetch_purgatory, endpoint.host, endpoint.port)
         data = DataHandlers(store, writer, runtime, config.node_id, fetch_purgatory,
                             OffsetsTopic(runtime.log.partition_log, runtime.log.partitions),
                             cluster.leadership if cluster is not None else SoleLeader(),

@@ -157,6 +157,8 @@ class AppendPipeline:
             context = contextvars.copy_context()
             self.replication.await_committed(
                 append.partition, functools.partial(cast(Any, context.run), self._replicated, append, writes))
+            # Its wait (a DelayedProduce) joined the shared wheel: the loop timer must cover its timeout.
+            self._after_round()
             return
         self._complete(append, writes, _NONE if error is None else self._storage_error(append, error))
         self._after_completion(writes)

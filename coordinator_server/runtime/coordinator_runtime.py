@@ -75,15 +75,6 @@ class CoordinatorRuntime:
         self._closed = False
         self._loads: dict[int, asyncio.Task[None]] = {}
 
-    @property
-    def replication(self) -> ReplicationGate | None:
-        """In a cluster: appends complete once replicated, not once locally durable."""
-        return self.appends.replication
-
-    @replication.setter
-    def replication(self, gate: ReplicationGate | None) -> None:
-        self.appends.replication = gate
-
     # -- lifecycle -----------------------------------------------------------------------------------
 
     @classmethod
