@@ -21,7 +21,7 @@ from coordinator_server.net.connection_policy import ConnectionRules
 from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.handlers import BrokerEndpoint, RequestHandlers
 from coordinator_server.net.listener import ListenerContext
-from coordinator_server.net.offsets_topic import OffsetsTopic
+from coordinator_server.net.offsets_topic import OffsetsLongPolls, OffsetsTopic
 from coordinator_server.net.replica_handlers import ReplicaHandlers
 from coordinator_server.net.server import ConnectionLimits, CoordinatorServer, bind_listener
 from coordinator_server.purgatory import DelayedOperationPurgatory
@@ -34,8 +34,12 @@ from coordinator_server.topics.leadership import SoleLeader
 from coordinator_server.topics.store import StoreConfig, TopicStore
 
 if TYPE_CHECKING:
-    from coordinator_server.cluster_node import ClusterNode
+    from coordinator_server.cluster_node import ClusterNode, ClusterSession
+    from coordinator_server.purgatory import Timer
+    from coordinator_server.replication.local_replicas import CoordinatorElections
+    from coordinator_server.replication.replica_manager import ReplicaManager
     from coordinator_server.runtime import CoordinatorRuntime
+    from coordinator_server.storage import CoordinatorLog
 
 log = structlog.get_logger("coordinator_server")
 
@@ -78,16 +82,19 @@ class Node:
         for listener in self.listeners:
             listener.sock.close()
         await _close_store(self.store, self.writer, None)
+        if self.cluster is not None:
+            await self.cluster.replicas.close()
         await self.runtime.close()
 
 
 async def build(config: Config) -> Node:
     """The composition root: opens the coordinator log and the topic store, binds the listeners' sockets
-    and constructs every object with what it needs. Nothing is served yet. A one-node server and a broker of
-    a ZooKeeper cluster differ only in what is handed over: leadership, topic admin and the replica handlers
-    come from the cluster node, else this node leads every partition."""
+    and constructs every object with what it needs, in dependency order (nothing is bound after
+    construction). Nothing is served yet. A one-node server and a broker of a ZooKeeper cluster differ only
+    in what is handed over: leadership, topic admin and the replica handlers come from the cluster node,
+    else this node leads every partition. What was opened is closed again, in reverse order, on failure."""
     # Imported here so the rest of the shell can be imported (and unit tested) on its own.
-    from coordinator_server.runtime import CoordinatorRuntime
+    from coordinator_server.runtime import CoordinatorRuntime, open_coordinator_log, shared_timer
 
     try:
         security = build_security(config)  # before the data directory is locked: a bad file changes nothing
@@ -95,46 +102,96 @@ async def build(config: Config) -> Node:
         raise StartupError(str(e)) from e
     clustered = config.zookeeper_connect is not None
     try:
-        # In a cluster no partition is loaded at start: each is, once this node becomes its leader.
-        runtime = await CoordinatorRuntime.open(config, load_all=not clustered)
+        log_ = open_coordinator_log(config)  # first: it takes the data directory's lock
     except Exception as e:
         raise StartupError(f"cannot open the coordinator log in {config.data_dir}: {e}") from e
     try:
-        # Opened after the runtime, whose coordinator log holds the data directory's lock. In a cluster the
-        # --topic ones are created cluster-wide once this node has joined (cluster_node.py).
-        store = TopicStore.open(store_config(config), runtime.log.partitions, () if clustered else config.topics)
+        # In a cluster the --topic ones are created cluster-wide once this node has joined (cluster_node.py).
+        store = TopicStore.open(store_config(config), log_.partitions, () if clustered else config.topics)
     except Exception as e:
-        await runtime.close()
+        await log_.close()
         raise StartupError(f"cannot open the topic store in {config.data_dir}: {e}") from e
     # The topic store's own instance of the writer the coordinator log uses (`storage.group_commit`).
     writer = GroupCommitWriter(config.fsync, "topic_store", syncfs=config.fsync_method == "auto")
+    # The one timing wheel, before the runtime that drives it: the "Fetch" purgatory is built on it, and
+    # with it what wakes the long polls on `__consumer_offsets` when the coordinator appends.
+    timer = shared_timer(asyncio.get_running_loop())
+    fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch", timer)
+    replication: Replication | None = None
+    if clustered:
+        try:
+            # Before the runtime, as Kafka's broker builds its replica manager before the group coordinator:
+            # the runtime's appends complete once `__consumer_offsets`'s replica manager has them replicated.
+            replication = _replication(config, log_, timer)
+        except BaseException:
+            await _close_store(store, writer, None)
+            await log_.close()
+            raise
     try:
-        return await _compose(config, security, runtime, store, writer)
+        # Consumer groups subscribe to and are assigned from the topic store. In a cluster no partition is
+        # loaded at start: each is, once this node becomes its leader.
+        runtime = await CoordinatorRuntime.open(config, log_, timer, StoreTopicsImage(store),
+                                                OffsetsLongPolls(fetch_purgatory).on_append,
+                                                replication.replicas if replication is not None else None,
+                                                load_all=not clustered)
+    except BaseException as e:
+        if replication is not None:
+            await replication.replicas.close()
+        await _close_store(store, writer, None)
+        await log_.close()
+        if isinstance(e, Exception):
+            raise StartupError(f"cannot open the coordinator log in {config.data_dir}: {e}") from e
+        raise
+    try:
+        return await _compose(config, security, runtime, store, writer, fetch_purgatory, replication)
     except BaseException:
+        if replication is not None:
+            await replication.replicas.close()
         await _close_store(store, writer, None)
         await runtime.close()
         raise
 
 
+@dataclass(frozen=True)
+class Replication:
+    """In a cluster, what is built before the runtime: the ZooKeeper session (not yet connected), and
+    `__consumer_offsets`'s replica manager with the record of its leadership changes, which the cluster
+    node, built after the runtime, hands on to it."""
+
+    session: ClusterSession
+    replicas: ReplicaManager
+    elections: CoordinatorElections
+
+
+def _replication(config: Config, log_: CoordinatorLog, timer: Timer) -> Replication:
+    # Imported only in a cluster (ZooKeeper's client comes with it).
+    from coordinator_server.cluster_node import ClusterSession, offsets_replicas
+    from coordinator_server.replication.local_replicas import CoordinatorElections
+
+    session = ClusterSession(config)
+    elections = CoordinatorElections()
+    return Replication(session, offsets_replicas(config, session, log_, elections, timer), elections)
+
+
 async def _compose(config: Config, security: SecuritySettings, runtime: CoordinatorRuntime, store: TopicStore,
-                   writer: GroupCommitWriter) -> Node:
+                   writer: GroupCommitWriter, fetch_purgatory: DelayedOperationPurgatory[DelayedFetch],
+                   replication: Replication | None) -> Node:
     # Bound first: the advertised port (the real one for port 0) is what the cluster node registers and
     # the handlers answer in Metadata and FindCoordinator.
     sockets = await _bind_listeners(security)
     try:
         contexts = [_listener_context(config, security, spec, sock) for spec, sock in sockets]
         endpoint = contexts[0].endpoint
-        fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch", runtime.timer)
         cluster = None
-        if config.zookeeper_connect is not None:
+        if replication is not None:
             from coordinator_server.cluster_node import ClusterNode
 
-            cluster = ClusterNode(config, runtime, store, writer, fetch_purgatory, endpoint.host, endpoint.port)
+            cluster = ClusterNode(config, replication.session, replication.replicas, replication.elections, runtime,
+                                  store, writer, fetch_purgatory, endpoint.host, endpoint.port)
         data = DataHandlers(store, writer, runtime, config.node_id, fetch_purgatory,
                             OffsetsTopic(runtime.log.partition_log, runtime.log.partitions),
                             cluster.leadership if cluster is not None else SoleLeader(),
                             cluster.admin if cluster is not None else None)
-        _hand_to_runtime(runtime, store, data, cluster)
         _settle_heap()
         handlers = RequestHandlers(
             runtime, store, endpoint, config.cluster_id, data, config.auto_create_topics,
@@ -155,20 +212,6 @@ async def _compose(config: Config, security: SecuritySettings, runtime: Coordina
     return Node(config, security, runtime, store, writer, handlers, server,
                 [BoundListener(spec, sock, ctx) for (spec, sock), ctx in zip(sockets, contexts, strict=True)],
                 metrics_endpoint, cluster)
-
-
-def _hand_to_runtime(runtime: CoordinatorRuntime, store: TopicStore, data: DataHandlers,
-                     cluster: ClusterNode | None) -> None:
-    """What the runtime is told after it is open — the three bindings made after construction, all here.
-    Each closes a true cycle: the runtime opens first (its log holds the data directory's lock, and the topic
-    store, the fetch purgatory and the replica manager are built from its log, its timer and itself), yet
-    consumer groups assign from the topic store, a commit wakes the long polls on `__consumer_offsets`, and
-    in a cluster an append completes once the replica manager has it replicated. They move into the
-    runtime's constructor once `CoordinatorRuntime.open` takes them as late-bound arguments."""
-    runtime.attach_topics(StoreTopicsImage(store))
-    runtime.log.append_listener = data.fetch.on_offsets_append
-    if cluster is not None:
-        runtime.replication = cluster.replicas
 
 
 async def serve(config: Config, stop: asyncio.Event | None = None) -> None:

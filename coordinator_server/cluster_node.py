@@ -7,7 +7,13 @@ turns into events on the loop, applied in order by one task: a topic that appear
 topic store and a replica manager; one that goes is dropped; each partition state goes to its topic's
 manager (leader: load the groups, for `__consumer_offsets`; follower: unload and fetch). The group runtime
 sees only the offsets topic's manager (as its ReplicationGate: appends complete once committed), the data
-handlers a `Leadership` and a `ClusterTopicAdmin`, and the request handlers `ClusterMetadata`. Losing the ZooKeeper session resigns every partition at once; a new
+handlers a `Leadership` and a `ClusterTopicAdmin`, and the request handlers `ClusterMetadata`.
+
+Built in three steps (app.build), so that nothing is bound after construction: the `ClusterSession`
+(ZooKeeper client and view, not yet connected) and the offsets replica manager before the runtime, which is
+built on that manager; the `ClusterNode` last, on both. The manager therefore never calls the group
+coordinator: it records its leadership changes (`CoordinatorElections`), and the cluster node, which hands
+it each partition state, hands them on to the runtime once applied. Losing the ZooKeeper session resigns every partition at once; a new
 session re-registers and re-reads every state. SIGTERM with controlled shutdown asks the controller to move
 this broker's leadership away first (Kafka's ControlledShutdown), so clients move once.
 """
@@ -29,10 +35,10 @@ from coordinator_server.cluster.zk_client import ZkClient
 from coordinator_server.cluster.zk_layout import BROKER_TOPICS, BrokerRegistration
 from coordinator_server.config import Config
 from coordinator_server.net.cluster_metadata import BrokerAddress
-from coordinator_server.purgatory import DelayedOperationPurgatory
+from coordinator_server.purgatory import DelayedOperationPurgatory, Timer
 from coordinator_server.replication.broker_client import BrokerClient, BrokerUnreachable
 from coordinator_server.replication.local_replicas import (
-    CoordinatorRoles,
+    CoordinatorElections,
     FetchWakeups,
     OffsetsReplicas,
     TopicReplicas,
@@ -40,6 +46,7 @@ from coordinator_server.replication.local_replicas import (
 from coordinator_server.replication.replica_manager import LocalReplicas, ReplicaManager, Roles
 from coordinator_server.replication.topic_leadership import ReplicatedLeadership
 from coordinator_server.runtime import CoordinatorRuntime
+from coordinator_server.storage.coordinator_log import CoordinatorLog
 from coordinator_server.storage.group_commit import GroupCommitWriter
 from coordinator_server.topics.delayed_fetch import DelayedFetch
 from coordinator_server.topics.registry import OFFSETS_TOPIC
@@ -62,13 +69,69 @@ CLOSE_STEP_TIMEOUT_S = 5.0
 
 
 _TopicEvent = tuple[str, TopicAssignment | None]
+# The view saw the registered brokers change: followers whose leader's address was unknown may fetch now.
+_BROKERS_CHANGED = "brokers changed"
+_Event = PartitionState | _TopicEvent | str | None
+
+
+class ClusterSession:
+    """This broker's ZooKeeper client and its view of the cluster, built first: the replica managers write
+    ISRs through it (`IsrWriter`) and find their leaders in its view; the cluster node, built last, starts
+    it and applies what the view hears (`events`, in order, by one task). Nothing connects until then."""
+
+    def __init__(self, config: Config) -> None:
+        assert config.zookeeper_connect is not None
+        self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms)
+        self.events: asyncio.Queue[_Event] = asyncio.Queue()
+        self.view = ClusterView(self.zk, on_partition_state=self.events.put_nowait,
+                                on_topic=lambda name, topic: self.events.put_nowait((name, topic)),
+                                on_brokers_changed=lambda: self.events.put_nowait(_BROKERS_CHANGED))
+
+    async def write_isr(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: tuple[int, ...],
+                        controller_epoch: int, zk_version: int) -> int | None:
+        return await self.zk.update_isr(topic, partition, leader, leader_epoch, list(isr), controller_epoch,
+                                        zk_version)
+
+    async def read_state(self, topic: str, partition: int) -> PartitionState | None:
+        got = await self.zk.partition_state(topic, partition)
+        view = self.view.partition_state(partition, topic)
+        if got is None or view is None:
+            return None
+        state, version = got
+        return PartitionState(partition, state.leader, state.leader_epoch, state.isr, view.replicas,
+                              state.controller_epoch, version, topic)
+
+    def endpoint_of(self, node_id: int) -> tuple[str, int] | None:
+        broker = self.view.broker(node_id)
+        return (broker.host, broker.port) if broker is not None else None
+
+
+def replica_manager(config: Config, session: ClusterSession, topic: str, local: LocalReplicas, roles: Roles,
+                    timer: Timer) -> ReplicaManager:
+    """One topic's replica manager on this broker, on the node's one timing wheel."""
+    return ReplicaManager(config.node_id, topic, local, roles, timer, session, session.endpoint_of,
+                          config.min_insync_replicas, config.replica_lag_time_max_ms)
+
+
+def offsets_replicas(config: Config, session: ClusterSession, log_: CoordinatorLog, elections: CoordinatorElections,
+                     timer: Timer) -> ReplicaManager:
+    """`__consumer_offsets`'s replica manager: built before the runtime, whose ReplicationGate it is (an
+    append completes once replicated); its leadership changes reach the group coordinator through
+    `elections`, delivered by the cluster node."""
+    return replica_manager(config, session, OFFSETS_TOPIC, OffsetsReplicas(log_), elections, timer)
 
 
 class ClusterNode:
-    def __init__(self, config: Config, runtime: CoordinatorRuntime, store: TopicStore, writer: GroupCommitWriter,
-                 fetch_purgatory: DelayedOperationPurgatory[DelayedFetch], host: str, port: int) -> None:
-        assert config.zookeeper_connect is not None
+    """Built last, on the session, the offsets replica manager and the runtime: it joins the cluster,
+    applies what the view hears to the replica managers and, for `__consumer_offsets`, hands the
+    leadership changes they made on to the runtime (`elections`)."""
+
+    def __init__(self, config: Config, session: ClusterSession, replicas: ReplicaManager,
+                 elections: CoordinatorElections, runtime: CoordinatorRuntime, store: TopicStore,
+                 writer: GroupCommitWriter, fetch_purgatory: DelayedOperationPurgatory[DelayedFetch], host: str,
+                 port: int) -> None:
         self.config = config
+        self.session = session
         self.runtime = runtime
         self.store = store
         self.writer = writer
@@ -76,18 +139,16 @@ class ClusterNode:
         self.node_id = config.node_id
         self.host = host
         self.port = port
-        self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms)
-        # What the view hears goes through one queue, applied in order by one task (`_apply_events`).
-        self._events: asyncio.Queue[PartitionState | _TopicEvent | None] = asyncio.Queue()
-        self.view = ClusterView(self.zk, on_partition_state=self._events.put_nowait,
-                                on_topic=lambda name, topic: self._events.put_nowait((name, topic)),
-                                on_brokers_changed=self._brokers_changed)
+        self.zk = session.zk
+        self.view = session.view
+        self._events = session.events
         self.controller = Controller(
             self.zk, self.node_id, offsets_topic=OFFSETS_TOPIC, offsets_partitions=runtime.log.partitions,
             offsets_replication_factor=config.offsets_replication_factor,
             unclean_leader_election=config.unclean_leader_election_enable)
-        # `__consumer_offsets`'s: the runtime's ReplicationGate in a cluster (app.build hands it over).
-        self.replicas = self._replica_manager(OFFSETS_TOPIC, OffsetsReplicas(runtime.log), CoordinatorRoles(runtime))
+        # `__consumer_offsets`'s, the runtime's ReplicationGate; its leadership changes are `_elections`.
+        self.replicas = replicas
+        self._elections = elections
         # Every topic's replica manager, `__consumer_offsets`'s first; shared with `leadership`.
         self.managers: dict[str, ReplicaManager] = {OFFSETS_TOPIC: self.replicas}
         self.leadership = ReplicatedLeadership(self.managers)
@@ -99,8 +160,7 @@ class ClusterNode:
         self._initial: asyncio.Task[None] | None = None
 
     def _replica_manager(self, topic: str, local: LocalReplicas, roles: Roles) -> ReplicaManager:
-        return ReplicaManager(self.node_id, topic, local, roles, self.runtime, self, self._endpoint_of,
-                              self.config.min_insync_replicas, self.config.replica_lag_time_max_ms)
+        return replica_manager(self.config, self.session, topic, local, roles, self.runtime.timer)
 
     def _local_has(self, topic: str, partitions: int) -> bool:
         local = self.store.get(topic)
@@ -168,11 +228,21 @@ class ClusterNode:
                 if isinstance(event, PartitionState):
                     manager = self.managers.get(event.topic)
                     if manager is not None:
-                        await manager.on_partition_state(event)
+                        try:
+                            await manager.on_partition_state(event)
+                        finally:
+                            self._elected()
+                elif isinstance(event, str):
+                    self._brokers_changed()
                 else:
                     await self._apply_topic(*event)
             except Exception:
                 log.exception("cluster_event_apply_failed", event=repr(event)[:200])
+
+    def _elected(self) -> None:
+        """The group coordinator learns what the offsets replica manager just applied: it loads what this
+        broker now leads and unloads what it stopped leading."""
+        self._elections.deliver(self.runtime)
 
     async def _apply_topic(self, name: str, topic: TopicAssignment | None) -> None:
         """A topic of the cluster appeared, grew or went: the topic store and the replica managers follow."""
@@ -226,8 +296,11 @@ class ClusterNode:
             log.exception("cluster_rejoin_failed", node_id=self.node_id)
 
     async def _resign_all(self, reason: str) -> None:
-        for manager in list(self.managers.values()):
-            await manager.resign_all(reason)
+        try:
+            for manager in list(self.managers.values()):
+                await manager.resign_all(reason)
+        finally:
+            self._elected()
 
     def leading_partitions(self) -> list[tuple[str, int]]:
         """What this broker leads that another replica could take over (a controlled shutdown moves these;
@@ -239,26 +312,6 @@ class ClusterNode:
                 if state is None or len(state.replicas) > 1:
                     out.append((topic, p))
         return out
-
-    # -- the replica managers' ISR writer --------------------------------------------------------------
-
-    async def write_isr(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: tuple[int, ...],
-                        controller_epoch: int, zk_version: int) -> int | None:
-        return await self.zk.update_isr(topic, partition, leader, leader_epoch, list(isr), controller_epoch,
-                                        zk_version)
-
-    async def read_state(self, topic: str, partition: int) -> PartitionState | None:
-        got = await self.zk.partition_state(topic, partition)
-        view = self.view.partition_state(partition, topic)
-        if got is None or view is None:
-            return None
-        state, version = got
-        return PartitionState(partition, state.leader, state.leader_epoch, state.isr, view.replicas,
-                              state.controller_epoch, version, topic)
-
-    def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
-        broker = self.broker(node_id)
-        return (broker.host, broker.port) if broker is not None else None
 
     # -- ClusterMetadata (the handlers' view) ---------------------------------------------------------
 
@@ -300,7 +353,7 @@ class ClusterNode:
             remaining: list[tuple[str, int]] | None = None
             if controller == self.node_id:
                 remaining = await self.controller.controlled_shutdown(self.node_id)
-            elif controller >= 0 and (endpoint := self._endpoint_of(controller)) is not None:
+            elif controller >= 0 and (endpoint := self.session.endpoint_of(controller)) is not None:
                 client = BrokerClient(endpoint[0], endpoint[1], client_id=f"controlled-shutdown-{self.node_id}")
                 try:
                     response = await client.call(
@@ -329,7 +382,10 @@ class ClusterNode:
         return False
 
     async def _close_managers(self) -> None:
-        await asyncio.gather(*(manager.close() for manager in list(self.managers.values())))
+        try:
+            await asyncio.gather(*(manager.close() for manager in list(self.managers.values())))
+        finally:
+            self._elected()
 
     async def close(self) -> None:
         """Resign and leave the cluster; each step bounded, so a stuck peer never holds up a shutdown."""

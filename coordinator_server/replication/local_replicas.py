@@ -8,6 +8,7 @@ its next fetch tells the leader it has it: the copy counts toward acks=all.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -44,20 +45,44 @@ class GroupLoading(Protocol):
     def unload_partition(self, partition: int, leader_epoch: int | None, reason: str) -> int: ...
 
 
-class CoordinatorRoles:
-    """Leading a `__consumer_offsets` partition is coordinating its groups."""
+@dataclass(frozen=True, slots=True)
+class Election:
+    """A leadership change of one `__consumer_offsets` partition here: led at `leader_epoch` (`reason`
+    None), or no longer (`leader_epoch` the new leader's, None when this broker lost its session)."""
 
-    def __init__(self, runtime: GroupLoading) -> None:
-        self._runtime = runtime
+    partition: int
+    leader_epoch: int | None
+    reason: str | None = None
 
-    def load_partition(self, partition: int, leader_epoch: int) -> bool:
-        return self._runtime.load_partition(partition, leader_epoch)
 
-    def unload_partition(self, partition: int, leader_epoch: int | None, reason: str) -> int:
-        return self._runtime.unload_partition(partition, leader_epoch, reason)
+class CoordinatorElections:
+    """`Roles` of `__consumer_offsets`: leading a partition is coordinating its groups. The replica manager
+    is built before the group coordinator, whose appends it replicates, so it does not call the coordinator:
+    it records each change here, and the cluster node, which hands it every partition state, hands the
+    changes on (`deliver`) once the manager has applied one — as Kafka's metadata publisher tells the group
+    coordinator of elections and resignations after the replica manager applied them."""
+
+    def __init__(self) -> None:
+        self._changes: list[Election] = []
+
+    def load_partition(self, partition: int, leader_epoch: int) -> None:
+        self._changes.append(Election(partition, leader_epoch))
+
+    def unload_partition(self, partition: int, leader_epoch: int | None, reason: str) -> None:
+        self._changes.append(Election(partition, leader_epoch, reason))
 
     def high_watermark_moved(self, partition: int) -> None:
         pass  # the coordinator's own appends wait in the Produce purgatory, which the manager checks
+
+    def deliver(self, coordinator: GroupLoading) -> None:
+        """Tell `coordinator`, in order, of what changed since the last delivery."""
+        changes, self._changes = self._changes, []
+        for change in changes:
+            if change.reason is None:
+                assert change.leader_epoch is not None
+                coordinator.load_partition(change.partition, change.leader_epoch)
+            else:
+                coordinator.unload_partition(change.partition, change.leader_epoch, change.reason)
 
 
 class TopicReplicas:

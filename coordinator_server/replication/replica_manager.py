@@ -72,15 +72,6 @@ class IsrWriter(Protocol):
         ...
 
 
-class TimerHost(Protocol):
-    """The runtime's timing wheel, which the "Produce" purgatory shares."""
-
-    @property
-    def timer(self) -> Timer: ...
-    def now_ms(self) -> int: ...
-    def rearm_timer(self) -> None: ...
-
-
 class LocalReplicas(Protocol):
     """This broker's copies of one topic's partitions: the coordinator log's for `__consumer_offsets`
     (storage.coordinator_log), the topic store's for the others (replication.local_replicas)."""
@@ -93,8 +84,9 @@ class LocalReplicas(Protocol):
 
 class Roles(Protocol):
     """What else changes with leadership: for `__consumer_offsets` the group coordinator loads a partition
-    it now leads and unloads one it stopped leading (runtime.CoordinatorRuntime); for a data topic, parked
-    consumer fetches answer when the high watermark moves or the leader goes."""
+    it now leads and unloads one it stopped leading (told by the cluster node once the manager has applied
+    the change: local_replicas.CoordinatorElections); for a data topic, parked consumer fetches answer when
+    the high watermark moves or the leader goes."""
 
     def load_partition(self, partition: int, leader_epoch: int) -> object: ...
     def unload_partition(self, partition: int, leader_epoch: int | None, reason: str) -> object: ...
@@ -111,7 +103,12 @@ class _Leading:
 
 
 class ReplicaManager:
-    def __init__(self, node_id: int, topic: str, local: LocalReplicas, roles: Roles, timer_host: TimerHost,
+    """`timer` is the node's one timing wheel, which its "Produce" purgatory shares; the loop timer that
+    drives it is the runtime's, built after this manager (whose appends it replicates), so whoever adds a
+    DelayedProduce (`await_committed`) re-arms it. Completions need no re-arm here: a completed operation
+    only leaves the wheel, and whoever it answers re-arms as it goes on."""
+
+    def __init__(self, node_id: int, topic: str, local: LocalReplicas, roles: Roles, timer: Timer,
                  isr_writer: IsrWriter, endpoint_of: Callable[[int], tuple[str, int] | None],
                  min_insync_replicas: int, replica_lag_time_max_ms: int,
                  commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS) -> None:
@@ -119,7 +116,6 @@ class ReplicaManager:
         self.topic = topic
         self.local = local
         self.roles = roles
-        self.coordinator = timer_host
         self.isr_writer = isr_writer
         self.endpoint_of = endpoint_of
         self.min_insync_replicas = min_insync_replicas
@@ -134,7 +130,7 @@ class ReplicaManager:
         self._known_epoch: dict[int, int] = {}  # the newest leader epoch applied per partition
         # Kafka's "Produce" purgatory: acks=all appends wait here for the high watermark.
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory(
-            "Produce", timer_host.timer)
+            "Produce", timer)
         self._isr_task = self._loop.create_task(self._isr_maintenance(), name=f"isr-maintenance-{topic}")
         self._transitions: dict[int, asyncio.Lock] = {}
         self._unreachable: set[int] = set()  # followed partitions whose leader's address is not known yet
@@ -257,7 +253,6 @@ class ReplicaManager:
         leading.data.set()  # parked fetches answer now (they will find no leader)
         self._high_watermarks[p] = leading.state.high_watermark
         self.roles.unload_partition(p, leader_epoch, reason)
-        self.coordinator.rearm_timer()
         log.info("resigned_leader", topic=self.topic, partition=p, leader_epoch=leading.leader_epoch, reason=reason)
 
     def brokers_changed(self) -> None:
@@ -320,12 +315,11 @@ class ReplicaManager:
         operation = DelayedProduce(self.commit_timeout_ms if timeout_ms is None else timeout_ms,
                                    {(self.topic, partition): (leading.state, required)},
                                    self.min_insync_replicas, lambda errors: on_done(next(iter(errors.values()))))
-        self.produce_purgatory.try_complete_else_watch(operation, operation.watch_keys(), self.coordinator.now_ms())
-        self.coordinator.rearm_timer()
+        # On the shared wheel: the caller re-arms the loop timer for the operation's timeout.
+        self.produce_purgatory.try_complete_else_watch(operation, operation.watch_keys(), self._wheel_now_ms())
 
     def _hw_maybe_moved(self, p: int) -> None:
-        if self.produce_purgatory.check_and_complete(produce_key(self.topic, p)):
-            self.coordinator.rearm_timer()
+        self.produce_purgatory.check_and_complete(produce_key(self.topic, p))
         self.roles.high_watermark_moved(p)
 
     # -- serving followers ---------------------------------------------------------------------------
@@ -504,6 +498,10 @@ class ReplicaManager:
 
     def _now_ms(self) -> int:
         return int(time.monotonic() * 1000)
+
+    def _wheel_now_ms(self) -> int:
+        # The shared wheel's clock is the loop's (runtime.timer.monotonic_ms).
+        return int(self._loop.time() * 1000)
 
 
 class _FollowerLog:

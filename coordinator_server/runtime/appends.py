@@ -50,19 +50,27 @@ class ReplicationGate(Protocol):
         ...
 
 
+# Told the partition of each append handed to the log (written, not yet durable): consumers of the
+# `__consumer_offsets` topic long-poll on it. True when that completed parked operations on the shared
+# timing wheel, which the loop timer must then be re-armed for.
+AppendListener = Callable[[int], bool]
+
+
 class AppendPipeline:
     """`after_round` runs once after each round of completions, in an empty context (the clock advance
-    and the timer re-arm: what comes due then belongs to no one request)."""
+    and the timer re-arm: what comes due then belongs to no one request). `replication` is given in a
+    cluster: appends then complete once replicated, not once locally durable."""
 
     def __init__(self, log_: CoordinatorLog, coordinator: GroupCoordinator, loop: asyncio.AbstractEventLoop,
-                 now_ms: Callable[[], int], after_round: Callable[[], None]) -> None:
+                 now_ms: Callable[[], int], after_round: Callable[[], None],
+                 replication: ReplicationGate | None = None, on_append: AppendListener | None = None) -> None:
         self.log = log_
         self.coordinator = coordinator
         self.loop = loop
         self._now_ms = now_ms
         self._after_round = after_round
-        # Set in a cluster: appends then complete once replicated, not once locally durable.
-        self.replication: ReplicationGate | None = None
+        self.replication = replication
+        self._on_append = on_append
         # Write groups (`_Writes`) not yet complete; `idle` waits for them.
         self._writes: set[_Writes] = set()
         self._writes_idle: asyncio.Future[None] | None = None
@@ -135,6 +143,8 @@ class AppendPipeline:
             else:
                 if not queued:  # no records: nothing to make durable
                     refused.append((append, Errors.NONE))
+                elif self._on_append is not None and self._on_append(append.partition):
+                    self._after_round()  # the long polls it completed left the wheel: the loop timer follows
         # Completed only now, so that what their completions emit queues behind every append above.
         for append, error in refused:
             self._complete(append, writes, error)
@@ -147,6 +157,8 @@ class AppendPipeline:
             context = contextvars.copy_context()
             self.replication.await_committed(
                 append.partition, functools.partial(cast(Any, context.run), self._replicated, append, writes))
+            # Its wait (a DelayedProduce) joined the shared wheel: the loop timer must cover its timeout.
+            self._after_round()
             return
         self._complete(append, writes, _NONE if error is None else self._storage_error(append, error))
         self._after_completion(writes)

@@ -50,7 +50,7 @@ from coordinator_server.storage import CoordinatorLog
 from coordinator_server.storage.coordinator_log import CleanerConfig
 from protocol.errors import Errors
 
-from .appends import AppendPipeline, ReplicationGate
+from .appends import AppendListener, AppendPipeline, ReplicationGate
 from .scheduler import GroupScheduler
 from .settings import consumer_group_config, group_config
 from .timer import LoopTimer, monotonic_ms, wall_offset_ms
@@ -59,68 +59,53 @@ log = structlog.get_logger("coordinator_server.runtime")
 
 
 class CoordinatorRuntime:
-    def __init__(self, log_: CoordinatorLog, coordinator: GroupCoordinator, loop: asyncio.AbstractEventLoop) -> None:
+    """`on_append` and `replication` are the two things outside the core that every append meets (see
+    `AppendPipeline`); both are given here, at construction, by the composition root (app.build)."""
+
+    def __init__(self, log_: CoordinatorLog, coordinator: GroupCoordinator, loop: asyncio.AbstractEventLoop,
+                 on_append: AppendListener | None = None, replication: ReplicationGate | None = None) -> None:
         self.log = log_
         self.coordinator = coordinator
         self.loop = loop
         self._timer = LoopTimer(loop, coordinator, self._write_due)
-        self.appends = AppendPipeline(log_, coordinator, loop, self._timer.now_ms, self.rearm_timer)
+        self.appends = AppendPipeline(log_, coordinator, loop, self._timer.now_ms, self.rearm_timer,
+                                      replication, on_append)
         self._scheduler = GroupScheduler(coordinator, loop, self._timer, self.appends, self.rearm_timer)
         self.locks = self._scheduler.locks
         self._closed = False
         self._loads: dict[int, asyncio.Task[None]] = {}
 
-    @property
-    def replication(self) -> ReplicationGate | None:
-        """Set in a cluster: appends then complete once replicated, not once locally durable."""
-        return self.appends.replication
-
-    @replication.setter
-    def replication(self, gate: ReplicationGate | None) -> None:
-        self.appends.replication = gate
-
     # -- lifecycle -----------------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, config: Config, load_all: bool = True) -> CoordinatorRuntime:
-        """Open the log (recovering it), replay every partition, and start the timer. In a cluster
-        (`load_all=False`) no partition is loaded here: each is loaded when this node becomes its leader."""
+    async def open(cls, config: Config, log_: CoordinatorLog, timer: Timer, topics: TopicsImage | None = None,
+                   on_append: AppendListener | None = None, replication: ReplicationGate | None = None,
+                   load_all: bool = True) -> CoordinatorRuntime:
+        """The runtime over `log_` (opened by the caller: `open_coordinator_log`, which takes the data
+        directory's lock) and `timer`, the one timing wheel (the caller's other purgatories share it):
+        replay every partition and start the loop timer. `topics` is what consumer groups subscribe to and
+        are assigned from. In a cluster (`load_all=False`) no partition is loaded here: each is loaded when
+        this node becomes its leader. On failure the log stays open: it is the caller's to close."""
         loop = asyncio.get_running_loop()
         started_s = time.monotonic()
-        log_ = CoordinatorLog.open(
-            config.data_dir, config.offsets_partitions, config.fsync, segment_ms=config.log_roll_ms,
-            syncfs=config.fsync_method == "auto",
-            cleaner=CleanerConfig(
-                enabled=config.log_cleaner_enable,
-                min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,
-                delete_retention_ms=config.delete_retention_ms,
-                backoff_ms=config.log_cleaner_backoff_ms,
-            ),
+        coordinator = GroupCoordinator(
+            group_config(config), log_.partitions, timer, wall_offset_ms=wall_offset_ms(loop),
+            events=GroupMetrics(), consumer_config=consumer_group_config(config), topics=topics,
+            consumer_events=ConsumerGroupMetrics(),
         )
-        try:
-            now_ms = monotonic_ms(loop)
-            coordinator = GroupCoordinator(
-                group_config(config), log_.partitions, Timer(now_ms), wall_offset_ms=wall_offset_ms(loop),
-                events=GroupMetrics(), consumer_config=consumer_group_config(config),
-                consumer_events=ConsumerGroupMetrics(),
-            )
-            runtime = cls(log_, coordinator, loop)
-            if load_all:
-                for partition in range(log_.partitions):
-                    coordinator.begin_loading(partition)
-                groups = 0
-                for partition in range(log_.partitions):
-                    groups += coordinator.load_partition(partition, log_.replay_latest(partition),
-                                                         monotonic_ms(loop))
-                # One line for the whole load (recovery and replay); the per-partition lines are debug, so
-                # an empty data directory does not log 50 lines before `listening`.
-                log.info("coordinator_loaded", partitions=log_.partitions, groups=groups,
-                         offsets=sum(len(group.offsets) for group in coordinator.groups.values()),
-                         seconds=round(time.monotonic() - started_s, 3))
-            await runtime._after_core_call()
-        except BaseException:
-            await log_.close()
-            raise
+        runtime = cls(log_, coordinator, loop, on_append, replication)
+        if load_all:
+            for partition in range(log_.partitions):
+                coordinator.begin_loading(partition)
+            groups = 0
+            for partition in range(log_.partitions):
+                groups += coordinator.load_partition(partition, log_.replay_latest(partition), monotonic_ms(loop))
+            # One line for the whole load (recovery and replay); the per-partition lines are debug, so
+            # an empty data directory does not log 50 lines before `listening`.
+            log.info("coordinator_loaded", partitions=log_.partitions, groups=groups,
+                     offsets=sum(len(group.offsets) for group in coordinator.groups.values()),
+                     seconds=round(time.monotonic() - started_s, 3))
+        await runtime._after_core_call()
         return runtime
 
     async def close(self) -> None:
@@ -238,10 +223,6 @@ class CoordinatorRuntime:
     async def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
         return self.coordinator.handle_consumer_group_describe(group_ids, self._now_ms())
 
-    def attach_topics(self, topics: TopicsImage) -> None:
-        """The topic store, once open: what consumer groups subscribe to and are assigned from."""
-        self.coordinator.consumer.topics = topics
-
     async def describe_groups(self, group_ids: list[str | None], api_version: int) -> list[GroupDescription]:
         return self.coordinator.handle_describe_groups(group_ids, api_version, self._now_ms())
 
@@ -287,3 +268,24 @@ class CoordinatorRuntime:
         self._timer.advance(self._now_ms())
         self._timer.arm()
         await self.appends.drain()
+
+
+def open_coordinator_log(config: Config) -> CoordinatorLog:
+    """Open (recovering) the `__consumer_offsets` log: the first thing a node opens, since it takes the
+    data directory's lock."""
+    return CoordinatorLog.open(
+        config.data_dir, config.offsets_partitions, config.fsync, segment_ms=config.log_roll_ms,
+        syncfs=config.fsync_method == "auto",
+        cleaner=CleanerConfig(
+            enabled=config.log_cleaner_enable,
+            min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,
+            delete_retention_ms=config.delete_retention_ms,
+            backoff_ms=config.log_cleaner_backoff_ms,
+        ),
+    )
+
+
+def shared_timer(loop: asyncio.AbstractEventLoop) -> Timer:
+    """The one timing wheel of a node, started at the loop's clock: the core's delayed operations and the
+    shell's purgatories (Fetch, Produce) share it, and the runtime's one loop timer drives it."""
+    return Timer(monotonic_ms(loop))

@@ -122,9 +122,6 @@ class CoordinatorLog:
         self._cleaner_stop = threading.Event()
         self._cleaner_wakeup = asyncio.Event()
         self._compacting: set[int] = set()
-        # Told the partition of each leader append once written (not yet durable): consumers of the
-        # `__consumer_offsets` topic long-poll on it (net/offsets_topic.py).
-        self.append_listener: Callable[[int], None] | None = None
 
     @classmethod
     def open(cls, data_dir: str | Path, partitions: int, fsync: FsyncPolicy, *,
@@ -239,8 +236,6 @@ class CoordinatorLog:
                 f"({self._max_batch_bytes})")
         self._writer.submit(self._targets[partition],
                             functools.partial(_write, plog, encoded, timestamp_ms, leader_epoch), on_done)
-        if self.append_listener is not None:
-            self.append_listener(partition)
         self._maybe_start_cleaner()
         return True
 

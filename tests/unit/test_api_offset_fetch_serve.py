@@ -22,7 +22,7 @@ from coordinator_server.group.api import (
 from coordinator_server.net.apis import offset_fetch
 from coordinator_server.net.apis.context import ApiContext
 from coordinator_server.net.awaiting import as_future
-from coordinator_server.runtime import CoordinatorRuntime
+from coordinator_server.runtime import CoordinatorRuntime, open_coordinator_log, shared_timer
 from coordinator_server.security.acls import Acl
 from coordinator_server.security.authorizer import Access, Authorizer
 from protocol.errors import Errors
@@ -37,7 +37,7 @@ KNOWN = {"a": 3, "b": 2, "secret": 1}
 @pytest.fixture
 async def runtime(tmp_path: Path) -> AsyncIterator[CoordinatorRuntime]:
     config = load_config(["--data-dir", str(tmp_path), "--offsets-partitions", "3", "--fsync", "never"], {})
-    rt = await CoordinatorRuntime.open(config)
+    rt = await CoordinatorRuntime.open(config, open_coordinator_log(config), shared_timer(asyncio.get_running_loop()))
     try:
         yield rt
     finally:

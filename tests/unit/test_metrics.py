@@ -277,14 +277,15 @@ async def test_timers_run_without_the_context_of_the_request_that_armed_them(tmp
     from coordinator_server.config import load_config
     from coordinator_server.group.api import JoinGroupInput
     from coordinator_server.net.awaiting import as_future
-    from coordinator_server.runtime import CoordinatorRuntime
+    from coordinator_server.runtime import CoordinatorRuntime, open_coordinator_log, shared_timer
 
     config = load_config(["--data-dir", str(tmp_path), "--offsets-partitions", "1", "--fsync", "never",
                           "--initial-rebalance-delay-ms", "0", "--min-session-timeout-ms", "10"], {})
     captured = structlog.testing.LogCapture()
     old = structlog.get_config()
     structlog.configure(processors=[structlog.contextvars.merge_contextvars, captured])
-    runtime = await CoordinatorRuntime.open(config)
+    runtime = await CoordinatorRuntime.open(config, open_coordinator_log(config),
+                                            shared_timer(asyncio.get_running_loop()))
     try:
         async def connection() -> None:
             structlog.contextvars.bind_contextvars(peer="10.0.0.1:5555", client_id="armed-it")

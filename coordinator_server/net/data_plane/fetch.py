@@ -17,7 +17,6 @@ from coordinator_server.purgatory import DelayedOperationPurgatory
 from coordinator_server.security.authorizer import Access
 from coordinator_server.topics.delayed_fetch import DelayedFetch
 from coordinator_server.topics.leadership import Leadership
-from coordinator_server.topics.registry import OFFSETS_TOPIC
 from coordinator_server.topics.store import TopicStore
 from protocol.errors import Errors
 from protocol.message_format import down_convert, fetch_magic
@@ -44,12 +43,6 @@ class FetchHandler:
         self.leadership = leadership
         self.fetch_purgatory = fetch_purgatory
         self.runtime = runtime
-
-    def on_offsets_append(self, partition: int) -> None:
-        """The coordinator appended to `__consumer_offsets-partition`: long polls on it may complete. Runs
-        on every commit: with no long poll completed the shared timer is as it was, so it is left alone."""
-        if self.fetch_purgatory.check_and_complete((OFFSETS_TOPIC, partition)):
-            self.runtime.rearm_timer()
 
     async def handle_fetch(self, req: ApiMessage, version: int, access: Access) -> ApiMessage:
         if version >= 7 and (req.session_id != 0 or req.session_epoch > 0):

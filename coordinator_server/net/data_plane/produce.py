@@ -130,6 +130,8 @@ class ProduceHandler:
                 part, required, max(0, timeout_ms),
                 lambda error, f=future: f.done() or f.set_result(error))  # type: ignore[misc]
             futures.append(future)
+        # Their waits (DelayedProduce) joined the shared wheel: the loop timer must cover their timeouts.
+        self.runtime.rearm_timer()
         errors = await asyncio.gather(*futures)
         return {key: error for (key, _p, _r), error in zip(waits, errors, strict=True) if error != Errors.NONE}
 
