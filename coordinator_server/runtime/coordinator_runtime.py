@@ -72,6 +72,8 @@ class CoordinatorRuntime:
                                       replication, on_append)
         self._scheduler = GroupScheduler(coordinator, loop, self._timer, self.appends, self.rearm_timer)
         self.locks = self._scheduler.locks
+        # Bound once: the commit path is the hottest write, and a bound method per call is an allocation.
+        self._handle_offset_commit = coordinator.handle_offset_commit
         self._closed = False
         self._loads: dict[int, asyncio.Task[None]] = {}
 
@@ -206,8 +208,7 @@ class CoordinatorRuntime:
 
     def offset_commit(self, inp: OffsetCommitInput, on_result: Callable[[OffsetCommitResult], None],
                       on_failure: Callable[[BaseException], None]) -> None:
-        self._scheduler.write(inp.group_id or "", self.coordinator.handle_offset_commit, inp, on_result,
-                             on_failure)
+        self._scheduler.write(inp.group_id or "", self._handle_offset_commit, inp, on_result, on_failure)
 
     def offset_fetch(self, inp: OffsetFetchInput, on_result: Callable[[OffsetFetchResult], None],
                      on_failure: Callable[[BaseException], None]) -> None:

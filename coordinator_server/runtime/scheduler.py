@@ -87,7 +87,7 @@ class GroupScheduler:
         if pending is None or pending.done:
             self.locks.release(group_id)
         else:
-            pending.then = functools.partial(self.locks.release, group_id)
+            pending.release_to(self.locks, group_id)
 
     def _start_batch(self, group_id: str, calls: list[_HeldCall]) -> None:
         batch = self._batches.get(group_id)
@@ -126,10 +126,12 @@ class GroupScheduler:
               on_result: Callable[[R], None], on_failure: Callable[[BaseException], None]) -> _HeldReply[R] | None:
         """Call the core for one request; what waits for its appends when it made any."""
         held: _HeldReply[R] = _HeldReply(on_result, on_failure)
+        timer = self.timer
         try:
-            handle(inp, self.timer.now_ms(), held.reply)
-            self.timer.advance(self.timer.now_ms())
-            self.timer.arm()
+            now_ms = timer.now_ms()
+            handle(inp, now_ms, held)
+            timer.advance(now_ms)
+            timer.arm()
             appends = self.coordinator.take_appends()
         except Exception as e:
             on_failure(e)
@@ -182,7 +184,7 @@ class _HeldReply(Generic[R]):
     (`then`, set when they were not complete by the time the call returned). One object per call: a
     commit's path builds nothing else."""
 
-    __slots__ = ("done", "durable", "has_result", "on_failure", "on_result", "result", "then")
+    __slots__ = ("done", "durable", "has_result", "key", "locks", "on_failure", "on_result", "result", "then")
 
     def __init__(self, on_result: Callable[[R], None], on_failure: Callable[[BaseException], None]) -> None:
         self.on_result = on_result
@@ -192,6 +194,18 @@ class _HeldReply(Generic[R]):
         self.result: R | None = None
         self.done = False
         self.then: Callable[[], None] | None = None
+        # The lock a lone call (`_run_one`) releases once resolved: set instead of a `then` closure, so a
+        # commit's path allocates nothing more than this object.
+        self.locks: KeyedLocks | None = None
+        self.key = ""
+
+    def release_to(self, locks: KeyedLocks, key: str) -> None:
+        self.locks = locks
+        self.key = key
+
+    def __call__(self, result: R) -> None:
+        """The core's reply (the object itself is the `reply` callback: no bound method per call)."""
+        self.reply(result)
 
     def reply(self, result: R) -> None:
         if self.has_result:
@@ -216,3 +230,7 @@ class _HeldReply(Generic[R]):
         if then is not None:
             self.then = None
             then()
+        locks = self.locks
+        if locks is not None:
+            self.locks = None
+            locks.release(self.key)

@@ -88,13 +88,14 @@ Finish = Callable[[OffsetFetchResult | None], OffsetFetchResult]
 
 # -- the one way --------------------------------------------------------------------------------------------
 
-def serve(payload: bytes, api: ApiContext) -> asyncio.Future[bytes]:
-    """The framed answer through a future: done at once unless a group's lock is taken."""
+def serve(payload: bytes, api: ApiContext) -> bytes | asyncio.Future[bytes]:
+    """The framed answer, at once unless a group's lock is taken (then through a future): a consumer's
+    fetch of its committed offsets builds no future, no more than Kafka parks one that needs no wait."""
     req = parse_offset_fetch(payload)
     if req is None:
         req = _decoded(payload, api)
     api.note_client_id(req.client_id)
-    reply = _FetchReply(req, asyncio.get_running_loop().create_future())
+    reply = _FetchReply(req)
     for i, g in enumerate(req.groups):
         inp = OffsetFetchInput(g.group_id, g.partitions, req.require_stable, req.api_version, g.member_id,
                                g.member_epoch)
@@ -103,7 +104,7 @@ def serve(payload: bytes, api: ApiContext) -> asyncio.Future[bytes]:
             reply.answer(i, inp, finish(None))
         else:
             api.runtime.offset_fetch(query, functools.partial(_answer_with, reply, i, inp, finish), reply.failed)
-    return reply.future
+    return reply.now_or_later()
 
 
 def fetch_query(inp: OffsetFetchInput, access: Access) -> tuple[OffsetFetchInput | None, Finish]:
@@ -150,27 +151,39 @@ def _partitions(topics: Any) -> tuple[tuple[str, int], ...] | None:
 
 
 class _FetchReply:
-    """One OffsetFetch's answer: framed once every group's result is in."""
+    """One OffsetFetch's answer: framed once every group's result is in. Handed back as bytes when that
+    happened within `serve` (every group answered at once), else through the future made then."""
 
-    __slots__ = ("answers", "future", "missing", "req", "started")
+    __slots__ = ("answers", "error", "frame", "future", "missing", "req", "started")
 
-    def __init__(self, req: OffsetFetchWire, future: asyncio.Future[bytes]) -> None:
+    def __init__(self, req: OffsetFetchWire) -> None:
         self.req = req
-        self.future = future
+        self.future: asyncio.Future[bytes] | None = None
+        self.frame: bytes | None = None
+        self.error: BaseException | None = None
         self.started = _perf_counter()
         self.answers: list[tuple[OffsetFetchInput, OffsetFetchResult] | None] = [None] * len(req.groups)
         self.missing = len(req.groups)
 
+    def now_or_later(self) -> bytes | asyncio.Future[bytes]:
+        if self.frame is not None:
+            return self.frame
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        if self.error is not None:
+            future.set_exception(self.error)  # the connection logs it and closes, as for a later failure
+        self.future = future
+        return future
+
     def answer(self, i: int, inp: OffsetFetchInput, res: OffsetFetchResult) -> None:
         self.answers[i] = (inp, res)
         self.missing -= 1
-        if self.missing or self.future.done():
+        if self.missing or self.error is not None:
             return
         results = [a for a in self.answers if a is not None]
         version = self.req.api_version
         if version < MIN_VERSION:
             response = offset_fetch_response_message(results, version)
-            self.future.set_result(encode_response(response, self.req.correlation_id))
+            self._framed(encode_response(response, self.req.correlation_id))
             metrics.observe_request("OffsetFetch", version, _perf_counter() - self.started, response)
             return
         groups: list[FetchedGroupWire] = []
@@ -181,11 +194,20 @@ class _FetchReply:
             groups.append((inp.group_id or "", int(res.error), topics))
             codes.append(int(res.error))
             codes.extend(p[4] for _, partitions in topics for p in partitions)
-        self.future.set_result(offset_fetch_response_frame(self.req.correlation_id, groups))
+        self._framed(offset_fetch_response_frame(self.req.correlation_id, groups))
         _observe_request_errors("OffsetFetch", version, _perf_counter() - self.started, codes)
 
+    def _framed(self, frame: bytes) -> None:
+        if self.future is None:
+            self.frame = frame
+        else:
+            self.future.set_result(frame)
+
     def failed(self, e: BaseException) -> None:
-        if not self.future.done():
+        if self.error is not None or self.frame is not None:
+            return
+        self.error = e
+        if self.future is not None and not self.future.done():
             self.future.set_exception(e)
 
 
