@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import structlog
 from kafka.protocol.api_key import ApiKey
@@ -35,9 +35,6 @@ from protocol.errors import Errors, KafkaError
 from protocol.framing import EncodedResponse, ParsedHeader, api_versions_body
 
 log = structlog.get_logger("coordinator_server.net")
-
-# Not in protocol.errors yet: only Metadata by topic id (v10+) can produce it.
-UNKNOWN_TOPIC_ID: Final = 100
 
 _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition
@@ -245,7 +242,7 @@ class RequestHandlers:
                 topic = self.topics.get_by_id(topic_id) if topic_id is not None else None
                 if topic is None:
                     # Response topic names are nullable only from v12.
-                    out.append(_topic_error(None if version >= 12 else "", UNKNOWN_TOPIC_ID, topic_id))
+                    out.append(_topic_error(None if version >= 12 else "", Errors.UNKNOWN_TOPIC_ID, topic_id))
                 elif not access.topic("DESCRIBE", topic.name):
                     out.append(_topic_error(None if version >= 12 else "", Errors.TOPIC_AUTHORIZATION_FAILED, topic_id))
                 else:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from coordinator_server.net.data_plane.list_offsets import CONSUMER_REPLICA_ID, LATEST_TIMESTAMP
 from coordinator_server.replication.broker_client import BrokerUnreachable
 from coordinator_server.tools.broker_requests import call, call_any
 from coordinator_server.tools.kafka_client import (
@@ -42,9 +43,7 @@ with warnings.catch_warnings():
     from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 PROG = "coordinator-server cluster"
-LATEST_TIMESTAMP = -1
 READ_UNCOMMITTED = 0
-CONSUMER_REPLICA_ID = -1
 
 
 @dataclass(frozen=True)

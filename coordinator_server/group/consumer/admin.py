@@ -6,6 +6,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
+from protocol.consumer_group_messages import MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER
+from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from protocol.errors import Errors
 
 from ..api import ListedGroup
@@ -23,10 +25,6 @@ from .records import (
     ConsumerGroupTargetAssignmentMemberRecord,
     ConsumerGroupTargetAssignmentMetadataRecord,
 )
-
-CONSUMER_PROTOCOL_TYPE = "consumer"
-MEMBER_TYPE_CLASSIC = 0
-MEMBER_TYPE_CONSUMER = 1
 
 TopicName = Callable[[uuid.UUID], str | None]
 
