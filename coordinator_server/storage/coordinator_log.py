@@ -157,6 +157,11 @@ class CoordinatorLog:
         """The effective `__consumer_offsets` partition count (the one recorded in meta.properties)."""
         return self._partitions
 
+    @property
+    def write_rounds(self) -> int:
+        """Write rounds the log's group-commit writer has completed: appends per round is the group commit."""
+        return self._writer.rounds
+
     def replay(self, partition: int) -> Iterator[CoordinatorRecord]:
         """Every record of `partition` in log order. Records of types this server does not read
         (KIP-848, share groups) are logged and left out; a record that does not decode raises."""

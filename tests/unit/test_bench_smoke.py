@@ -131,6 +131,12 @@ def test_rebalance_cpu_in_process_completes_a_rebalance() -> None:
     assert all(r["server_cpu_s"] > 0 and r["members_cpu_s"] > 0 for r in out["runs"])
 
 
+def test_commit_cpu_in_process_answers_commits() -> None:
+    out = run_json("benchmarks.commit_cpu", "4", "0.3", "--fsync", "never")
+    assert out["committers"] == 4 and out["fsync"] == "never" and out["commits_per_s"] > 0
+    assert out["server_cpu_us_per_commit"] > 0 and out["commits_per_round"] >= 1
+
+
 def test_commit_floor_answers_what_the_server_answers() -> None:
     # The floor's canned commit answer is byte for byte the server's own (net/apis/offset_commit.py),
     # so the commit floor row compares like with like.
