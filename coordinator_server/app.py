@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from coordinator_server.replication.replica_manager import ReplicaManager
     from coordinator_server.runtime import CoordinatorRuntime
     from coordinator_server.storage import CoordinatorLog
+    from coordinator_server.txn_runtime import TransactionRuntime
 
 log = structlog.get_logger("coordinator_server")
 
@@ -76,6 +77,7 @@ class Node:
     listeners: list[BoundListener]
     metrics: MetricsEndpoint | None
     cluster: ClusterNode | None  # this node as a broker of a ZooKeeper cluster
+    transactions: TransactionRuntime | None  # the transaction coordinator: one node only
 
     async def close_unserved(self) -> None:
         """Close what `build` opened, for a node that was never run (`run` closes its own on every exit)."""
@@ -84,6 +86,7 @@ class Node:
         await _close_store(self.store, self.writer, None)
         if self.cluster is not None:
             await self.cluster.replicas.close()
+        await _close_transactions(self.transactions)
         await self.runtime.close()
 
 
@@ -142,14 +145,42 @@ async def build(config: Config) -> Node:
         if isinstance(e, Exception):
             raise StartupError(f"cannot open the coordinator log in {config.data_dir}: {e}") from e
         raise
+    transactions: TransactionRuntime | None = None
     try:
-        return await _compose(config, security, runtime, store, writer, fetch_purgatory, replication)
+        if not clustered:
+            # After the runtime, whose log holds the data directory's lock. A cluster runs no transaction
+            # coordinator (its `__transaction_state` would have to be replicated and led like the offsets').
+            transactions = await _open_transactions(config, store)
+        return await _compose(config, security, runtime, store, writer, fetch_purgatory, replication, transactions)
     except BaseException:
         if replication is not None:
             await replication.replicas.close()
         await _close_store(store, writer, None)
+        await _close_transactions(transactions)
         await runtime.close()
         raise
+
+
+async def _open_transactions(config: Config, store: TopicStore) -> TransactionRuntime:
+    from coordinator_server.txn_runtime import TransactionRuntime, open_transaction_log
+
+    try:
+        txn_log = open_transaction_log(config)
+    except Exception as e:
+        raise StartupError(f"cannot open the transaction log in {config.data_dir}: {e}") from e
+    try:
+        # Producer ids come from the one source idempotent producers' come from: unique in the directory.
+        return TransactionRuntime.open(config, txn_log, store.next_producer_id)
+    except BaseException as e:
+        await txn_log.close()
+        if isinstance(e, Exception):
+            raise StartupError(f"cannot load the transaction log in {config.data_dir}: {e}") from e
+        raise
+
+
+async def _close_transactions(transactions: TransactionRuntime | None) -> None:
+    if transactions is not None:
+        await transactions.close()
 
 
 @dataclass(frozen=True)
@@ -175,7 +206,7 @@ def _replication(config: Config, log_: CoordinatorLog, timer: Timer) -> Replicat
 
 async def _compose(config: Config, security: SecuritySettings, runtime: CoordinatorRuntime, store: TopicStore,
                    writer: GroupCommitWriter, fetch_purgatory: DelayedOperationPurgatory[DelayedFetch],
-                   replication: Replication | None) -> Node:
+                   replication: Replication | None, transactions: TransactionRuntime | None) -> Node:
     # Bound first: the advertised port (the real one for port 0) is what the cluster node registers and
     # the handlers answer in Metadata and FindCoordinator.
     sockets = await _bind_listeners(security)
@@ -191,12 +222,13 @@ async def _compose(config: Config, security: SecuritySettings, runtime: Coordina
         data = DataHandlers(store, writer, runtime, config.node_id, fetch_purgatory,
                             OffsetsTopic(runtime.log.partition_log, runtime.log.partitions),
                             cluster.leadership if cluster is not None else SoleLeader(),
-                            cluster.admin if cluster is not None else None)
+                            cluster.admin if cluster is not None else None, transactions)
         _settle_heap()
         handlers = RequestHandlers(
             runtime, store, endpoint, config.cluster_id, data, config.auto_create_topics,
             cluster=cluster, replicas=ReplicaHandlers(cluster.managers) if cluster is not None else None,
-            controlled_shutdown=cluster.controller.controlled_shutdown if cluster is not None else None)
+            controlled_shutdown=cluster.controller.controlled_shutdown if cluster is not None else None,
+            transactions_served=transactions is not None)
         server = CoordinatorServer(handlers, config.socket_request_max_bytes,
                                    ConnectionLimits(config.max_connections, config.max_connections_per_ip),
                                    ConnectionRules(config.connections_max_idle_ms, config.max_unsent_response_bytes))
@@ -211,7 +243,7 @@ async def _compose(config: Config, security: SecuritySettings, runtime: Coordina
         raise
     return Node(config, security, runtime, store, writer, handlers, server,
                 [BoundListener(spec, sock, ctx) for (spec, sock), ctx in zip(sockets, contexts, strict=True)],
-                metrics_endpoint, cluster)
+                metrics_endpoint, cluster, transactions)
 
 
 async def serve(config: Config, stop: asyncio.Event | None = None) -> None:
@@ -270,12 +302,16 @@ async def run(node: Node, stop: asyncio.Event) -> None:
         if node.cluster is not None and joined:
             await node.cluster.close()
         await _close_store(store, writer, retention)
+        await _close_transactions(node.transactions)
         await runtime.close()
         raise
     if node.cluster is not None:
         # Resigns what it still leads (waiting appends fail NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR) and
         # ends the ZooKeeper session, which is how the controller learns this broker is gone.
         await node.cluster.close()
+    # Waits for the transaction log's writes in flight, flushes and closes it, before the offsets log
+    # (which holds the data directory's lock).
+    await _close_transactions(node.transactions)
     # Answers parked requests with NOT_COORDINATOR, then flushes and fsyncs the log.
     await runtime.close()
     await server.close(CLOSE_TIMEOUT_S)

@@ -60,6 +60,9 @@ class Config:
     node_id: int = 0
     data_dir: str = "./data"
     offsets_partitions: int = 50
+    # The transaction coordinator (one node only; docs/transactions.md).
+    transaction_state_log_num_partitions: int = 50  # transaction.state.log.num.partitions
+    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     initial_rebalance_delay_ms: int = 3000
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
@@ -227,6 +230,10 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
     ("--node-id", "node_id", _non_negative, "this broker's node id"),
     ("--data-dir", "data_dir", str, "directory holding the __consumer_offsets logs"),
     ("--offsets-partitions", "offsets_partitions", _positive, "offsets.topic.num.partitions"),
+    ("--transaction-state-log-num-partitions", "transaction_state_log_num_partitions", _positive,
+     "transaction.state.log.num.partitions: partitions of a new data directory's __transaction_state"),
+    ("--transaction-max-timeout-ms", "transaction_max_timeout_ms", _positive,
+     "transaction.max.timeout.ms: a longer transaction timeout gets INVALID_TRANSACTION_TIMEOUT"),
     ("--initial-rebalance-delay-ms", "initial_rebalance_delay_ms", _non_negative,
      "group.initial.rebalance.delay.ms"),
     ("--min-session-timeout-ms", "min_session_timeout_ms", _non_negative, "group.min.session.timeout.ms"),

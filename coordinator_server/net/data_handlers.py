@@ -18,7 +18,7 @@ from typing import Any
 from kafka.protocol.api_message import ApiMessage
 
 from coordinator_server.net.data_plane.fetch import FetchHandler
-from coordinator_server.net.data_plane.init_producer_id import InitProducerIdHandler
+from coordinator_server.net.data_plane.init_producer_id import InitProducerIdHandler, TransactionalIds
 from coordinator_server.net.data_plane.list_offsets import ListOffsetsHandler
 from coordinator_server.net.data_plane.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from coordinator_server.net.data_plane.partitions import ReadablePartitions, TimerHost
@@ -39,18 +39,20 @@ _Answer = Coroutine[Any, Any, ApiMessage]
 class DataHandlers:
     """The data-plane handlers as the request handlers dispatch them (`handle_<api>(req, version, access)`).
     `leadership` is this node (`topics.leadership.SoleLeader`) or, in a cluster, the replica managers;
-    `admin` is None on one node, else ZooKeeper's topic admin."""
+    `admin` is None on one node, else ZooKeeper's topic admin; `transactions` the transaction coordinator,
+    on one node only (None in a cluster)."""
 
     def __init__(self, store: TopicStore, writer: GroupCommitWriter, runtime: TimerHost, node_id: int,
                  fetch_purgatory: DelayedOperationPurgatory[DelayedFetch], offsets_topic: OffsetsTopic,
-                 leadership: Leadership, admin: ClusterTopicAdmin | None) -> None:
+                 leadership: Leadership, admin: ClusterTopicAdmin | None,
+                 transactions: TransactionalIds | None = None) -> None:
         self.admin = admin
         readable = ReadablePartitions(store, offsets_topic)
         self.produce = ProduceHandler(store, writer, leadership, fetch_purgatory, runtime)
         self.fetch = FetchHandler(store, readable, leadership, fetch_purgatory, runtime)
         self.list_offsets = ListOffsetsHandler(readable, leadership)
         self.offset_for_leader_epoch = OffsetForLeaderEpochHandler(readable, leadership)
-        self.init_producer_id = InitProducerIdHandler(store, admin)
+        self.init_producer_id = InitProducerIdHandler(store, admin, transactions)
         self.topic_admin = TopicAdminHandlers(store, admin, node_id, fetch_purgatory, runtime)
 
     def handle_produce(self, req: ApiMessage, version: int, access: Access) -> Coroutine[Any, Any, ApiMessage | None]:

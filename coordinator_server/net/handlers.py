@@ -27,7 +27,12 @@ from coordinator_server.net.data_handlers import DataHandlers
 from coordinator_server.net.offset_handlers import OffsetHandlers, OffsetRuntime
 from coordinator_server.net.replica_handlers import ReplicaHandlers, replica_id_of
 from coordinator_server.security.authorizer import ALLOW_ALL, Access
-from coordinator_server.topics.registry import OFFSETS_TOPIC, Topic, is_valid_topic_name
+from coordinator_server.topics.registry import (
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    Topic,
+    is_valid_topic_name,
+)
 from coordinator_server.topics.store import TopicStore
 from protocol.apis import API_TABLE
 from protocol.broker_messages import ControlledShutdownResponse
@@ -84,6 +89,7 @@ class RequestHandlers:
         cluster: ClusterMetadata | None = None,
         replicas: ReplicaHandlers | None = None,
         controlled_shutdown: Callable[[int], Awaitable[list[tuple[str, int]]]] | None = None,
+        transactions_served: bool = False,
     ) -> None:
         self.runtime = runtime
         self.topics = topics
@@ -96,6 +102,9 @@ class RequestHandlers:
         self.replicas = replicas
         # The controller's side of ControlledShutdown: broker id -> the partitions it still leads.
         self.controlled_shutdown = controlled_shutdown
+        # Whether this node runs the transaction coordinator (one node: it leads every `__transaction_state`
+        # partition, so it coordinates every transactional id).
+        self.transactions_served = transactions_served
         # Kafka's API layer answers commits to unknown topics or partitions itself.
         offsets = self._offsets = OffsetHandlers(
             runtime, lambda topic, index: topics.partition(topic, index) is not None)
@@ -255,6 +264,9 @@ class RequestHandlers:
                 out.append(self._topic_metadata(topic, version))
             elif not is_valid_topic_name(name):
                 out.append(_topic_error(name, Errors.INVALID_TOPIC_EXCEPTION))
+            elif name == TRANSACTION_STATE_TOPIC:
+                # The transaction coordinator's log, not a topic: never auto-created (docs/transactions.md).
+                out.append(_topic_error(name, Errors.UNKNOWN_TOPIC_OR_PARTITION))
             elif auto_create and not (access.cluster("CREATE") or access.topic("CREATE", name)):
                 out.append(_topic_error(name, Errors.TOPIC_AUTHORIZATION_FAILED))
             elif auto_create and self.data.admin is not None:
@@ -338,12 +350,13 @@ class RequestHandlers:
     async def handle_find_coordinator(self, req: ApiMessage, ctx: RequestContext) -> ApiMessage:
         version = ctx.version
         key_type = req.key_type if version >= 1 else CoordinatorType.GROUP
-        error = _coordinator_error(key_type, version)
+        error = _coordinator_error(key_type, version, self.transactions_served)
         ep = ctx.endpoint or self.endpoint
 
         def locate(key: str) -> tuple[Errors, BrokerEndpoint | None]:
-            # Kafka checks DESCRIBE on the group before answering where its coordinator is.
-            if error == Errors.NONE and not ctx.access.group("DESCRIBE", key):
+            # Kafka checks DESCRIBE on the group before answering where its coordinator is (transactional
+            # ids are not authorized here: docs/security.md).
+            if error == Errors.NONE and key_type == CoordinatorType.GROUP and not ctx.access.group("DESCRIBE", key):
                 return Errors.GROUP_AUTHORIZATION_FAILED, None
             if error != Errors.NONE:
                 return error, None
@@ -397,10 +410,12 @@ def _versioned(call: Callable[[ApiMessage, int, Access], Awaitable[ApiMessage | 
     return handler
 
 
-def _coordinator_error(key_type: int, version: int) -> Errors:
-    """GROUP keys: this node. We run no transaction or share coordinator, so those keys get the
-    retriable COORDINATOR_NOT_AVAILABLE; SHARE exists only from v6; anything else is INVALID_REQUEST."""
-    if key_type == CoordinatorType.GROUP:
+def _coordinator_error(key_type: int, version: int, transactions_served: bool) -> Errors:
+    """GROUP keys: this node (or in a cluster the leader of the group's partition). TRANSACTION keys: this
+    node when it runs the transaction coordinator (one node leads every `__transaction_state` partition, so
+    the id's partition is this node's too), else the retriable COORDINATOR_NOT_AVAILABLE, as for SHARE keys
+    (we run no share coordinator; SHARE exists only from v6); anything else is INVALID_REQUEST."""
+    if key_type == CoordinatorType.GROUP or (key_type == CoordinatorType.TRANSACTION and transactions_served):
         return Errors.NONE
     if key_type == CoordinatorType.TRANSACTION or (key_type == CoordinatorType.SHARE and version >= 6):
         return Errors.COORDINATOR_NOT_AVAILABLE

@@ -1,5 +1,8 @@
-"""The `__consumer_offsets` partitions of one data directory: encoding, replay and compaction over the
-one group-commit writer (`storage.group_commit`).
+"""A coordinator's compacted log in one data directory — the `__consumer_offsets` partitions, or the
+`__transaction_state` ones (`CoordinatorTopic` names which): encoding, replay and compaction over the
+group-commit writer (`storage.group_commit`). The group records' codec is built in (`append`, `replay`);
+another coordinator hands its records encoded (`submit_encoded`) and reads them back as bytes
+(`read_records`), its codec being its own.
 
 Theory of operation
 -------------------
@@ -17,8 +20,10 @@ runs in a cleaner thread of its own while appends carry on to the active segment
 (renames, unlinks, directory fsyncs of sealed segments only) runs in a thread too, and the swap of the
 segment list in memory on the event loop, the thread that appends, so no append sees it change under it.
 
-The data directory holds `.lock` (an exclusive `flock` while a server uses it), `meta.properties` (the
-partition count the directory was created with) and one `__consumer_offsets-<p>/` per partition.
+The data directory holds `.lock` (an exclusive `flock` while a server uses it, taken by the
+`__consumer_offsets` log, opened first), `meta.properties` (the partition count the directory was created
+with) and one `__consumer_offsets-<p>/` per partition; the transaction log's count is in
+`transaction-state.properties`, its partitions in `__transaction_state-<p>/`.
 """
 from __future__ import annotations
 
@@ -66,6 +71,21 @@ META_PARTITIONS_KEY: Final = "offsets.topic.num.partitions"
 _META_VERSION: Final = "1"
 
 
+@dataclass(frozen=True, slots=True)
+class CoordinatorTopic:
+    """Which coordinator log: its topic, the file recording its partition count and the key there."""
+
+    name: str
+    meta_file: str
+    meta_key: str
+    metered: bool  # whether its appends and fsyncs count in the coordinator log's metrics
+
+
+OFFSETS_LOG: Final = CoordinatorTopic("__consumer_offsets", META_FILE, META_PARTITIONS_KEY, True)
+TRANSACTION_LOG: Final = CoordinatorTopic("__transaction_state", "transaction-state.properties",
+                                          "transaction.state.log.num.partitions", False)
+
+
 @dataclass(frozen=True)
 class CleanerConfig:
     """Kafka's log cleaner settings for `__consumer_offsets` (cleanup.policy=compact)."""
@@ -99,19 +119,24 @@ class CoordinatorLog:
                  lock_fd: int, cleaner: CleanerConfig | None = None,
                  wall_clock_ms: Callable[[], int] = _wall_clock_ms,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-                 sync_threads: int = DEFAULT_SYNC_THREADS, syncfs: bool = True) -> None:
+                 sync_threads: int = DEFAULT_SYNC_THREADS, syncfs: bool = True,
+                 topic: CoordinatorTopic = OFFSETS_LOG) -> None:
         self.data_dir = data_dir
+        self.topic = topic
         self._max_batch_bytes = max_batch_bytes
         self._partitions = partitions
         self._logs = logs
         self._lock_fd = lock_fd
         # Closing, and the file half of a cleaner's swap; appends go through the writer.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coordinator-log")
-        self._targets = [Target(f"__consumer_offsets-{p}", plog, kind="log", fields={"partition": p},
-                                fsync_seconds=metrics.LOG_FSYNC_COORDINATOR,
-                                append_seconds=metrics.LOG_APPEND_LATENCY.tally) for p, plog in enumerate(logs)]
-        self._writer = GroupCommitWriter(fsync, "coordinator_log", sync_threads=min(sync_threads, partitions),
-                                         syncfs=syncfs)
+        name = topic.name
+        self._targets = [Target(f"{name}-{p}", plog, kind="log",
+                                fields={"partition": p} if topic.metered else {"topic": name, "partition": p},
+                                fsync_seconds=metrics.LOG_FSYNC_COORDINATOR if topic.metered else None,
+                                append_seconds=metrics.LOG_APPEND_LATENCY.tally if topic.metered else None)
+                         for p, plog in enumerate(logs)]
+        self._writer = GroupCommitWriter(fsync, "coordinator_log" if topic.metered else "transaction_log",
+                                         sync_threads=min(sync_threads, partitions), syncfs=syncfs)
         self._closing = False
         self._closed = False
         self._cleaner = cleaner or CleanerConfig()
@@ -129,38 +154,49 @@ class CoordinatorLog:
              segment_ms: int = DEFAULT_SEGMENT_MS, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
              cleaner: CleanerConfig | None = None,
              wall_clock_ms: Callable[[], int] = _wall_clock_ms,
-             max_batch_bytes: int = 0, syncfs: bool = True) -> CoordinatorLog:
-        """Lock the data directory, settle the partition count and open (recover) every partition.
+             max_batch_bytes: int = 0, syncfs: bool = True,
+             topic: CoordinatorTopic = OFFSETS_LOG) -> CoordinatorLog:
+        """Lock the data directory (`__consumer_offsets`'s log only: the other logs of the directory are
+        opened after it, under its lock), settle the partition count and open (recover) every partition.
 
-        Raises StorageError when the directory is in use or its meta.properties is unusable, and
+        Raises StorageError when the directory is in use or its partition count file is unusable, and
         CorruptLogError when a partition's log is damaged before its tail.
         """
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        lock_fd = _lock(data_dir)
+        lock_fd = _lock(data_dir) if topic == OFFSETS_LOG else -1
         logs: list[PartitionLog] = []
         try:
-            effective = _settle_partition_count(data_dir, partitions)
+            effective = _settle_partition_count(data_dir, partitions, topic)
             for p in range(effective):
-                logs.append(PartitionLog.open(data_dir, p, segment_bytes, file_io, segment_ms=segment_ms,
-                                              index_interval_bytes=index_interval_bytes))
+                logs.append(PartitionLog.open_dir(data_dir / f"{topic.name}-{p}", p, segment_bytes, file_io,
+                                                  segment_ms=segment_ms, index_interval_bytes=index_interval_bytes))
         except BaseException:
             for plog in logs:
                 plog.close()
             _unlock(lock_fd)
             raise
         return cls(data_dir, effective, fsync, logs, lock_fd, cleaner, wall_clock_ms,
-                   max_batch_bytes or DEFAULT_MAX_BATCH_BYTES, syncfs=syncfs)
+                   max_batch_bytes or DEFAULT_MAX_BATCH_BYTES, syncfs=syncfs, topic=topic)
 
     @property
     def partitions(self) -> int:
-        """The effective `__consumer_offsets` partition count (the one recorded in meta.properties)."""
+        """The effective partition count (the one recorded in the topic's partition count file)."""
         return self._partitions
 
     @property
     def write_rounds(self) -> int:
         """Write rounds the log's group-commit writer has completed: appends per round is the group commit."""
         return self._writer.rounds
+
+    def read_records(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+        """Every record of `partition` in log order as (key, value) bytes, a None value a tombstone: what a
+        coordinator with its own codec loads. Raises RecordDecodeError for a record without a key, and
+        CorruptLogError for a damaged batch, as `replay` does."""
+        for rec in self._log(partition).read():
+            if rec.key is None:
+                raise RecordDecodeError(f"{self.topic.name}-{partition} offset {rec.offset}: record has no key")
+            yield rec.key, rec.value
 
     def replay(self, partition: int) -> Iterator[CoordinatorRecord]:
         """Every record of `partition` in log order. Records of types this server does not read
@@ -225,7 +261,7 @@ class CoordinatorLog:
         limit or a fenced partition, and StorageError when the write itself failed."""
         if self._closing:
             raise StorageError("coordinator log is closed")
-        plog = self._log(partition)
+        self._log(partition)
         if not records:
             return False
         try:
@@ -233,11 +269,21 @@ class CoordinatorLog:
                        for r in records]
         except TypeError:
             encoded = [encode_record(r) for r in records]  # the codec names the field in its TypeError
+        return self.submit_encoded(partition, encoded, timestamp_ms, on_done, leader_epoch)
+
+    def submit_encoded(self, partition: int, encoded: list[tuple[bytes, bytes | None]], timestamp_ms: int,
+                       on_done: Callable[[Appended], None], leader_epoch: int = 0) -> bool:
+        """`submit_batch` of records already encoded as (key, value) bytes, a None value a tombstone."""
+        if self._closing:
+            raise StorageError("coordinator log is closed")
+        plog = self._log(partition)
+        if not encoded:
+            return False
         size = batch_size_estimate(encoded)
         if size > self._max_batch_bytes:
             # Kafka refuses such a batch with MESSAGE_TOO_LARGE; the coordinator maps it per API.
             raise RecordTooLargeError(
-                f"a {size}-byte batch for __consumer_offsets-{partition} is over message.max.bytes "
+                f"a {size}-byte batch for {self.topic.name}-{partition} is over message.max.bytes "
                 f"({self._max_batch_bytes})")
         self._writer.submit(self._targets[partition],
                             functools.partial(_write, plog, encoded, timestamp_ms, leader_epoch), on_done)
@@ -280,7 +326,8 @@ class CoordinatorLog:
         finally:
             self._executor.shutdown(wait=True)
             self._cleaner_executor.shutdown(wait=True)
-            _unlock(self._lock_fd)
+            if self._lock_fd >= 0:
+                _unlock(self._lock_fd)
             self._closed = True
 
     def _maybe_start_cleaner(self) -> None:
@@ -336,7 +383,7 @@ class CoordinatorLog:
                 await loop.run_in_executor(self._executor, compaction.swap_in_files, plog, result)
             except OSError as e:
                 # The files may be half swapped: only the recovery of a restart can sort them out.
-                err = StorageError(f"swapping in the cleaned segments of __consumer_offsets-{partition} failed: "
+                err = StorageError(f"swapping in the cleaned segments of {self.topic.name}-{partition} failed: "
                                    f"{e}; the partition takes no more appends until the server restarts", e.errno)
                 log.error("log_cleaner_swap_failed", partition=partition, error=str(e))
                 target.fenced = err
@@ -369,7 +416,7 @@ class CoordinatorLog:
 
     def _log(self, partition: int) -> PartitionLog:
         if not 0 <= partition < self._partitions:
-            raise ValueError(f"__consumer_offsets has partitions 0-{self._partitions - 1}, not {partition}")
+            raise ValueError(f"{self.topic.name} has partitions 0-{self._partitions - 1}, not {partition}")
         return self._logs[partition]
 
 
@@ -404,25 +451,27 @@ def _unlock(fd: int) -> None:
     os.close(fd)
 
 
-def _settle_partition_count(data_dir: Path, configured: int) -> int:
-    """The recorded partition count wins over the flag: it decides which partition holds each group,
-    so changing it would lose every group (Kafka likewise uses the existing topic's partition count)."""
-    path = data_dir / META_FILE
+def _settle_partition_count(data_dir: Path, configured: int, topic: CoordinatorTopic) -> int:
+    """The recorded partition count wins over the flag: it decides which partition holds each group (or
+    transactional id), so changing it would lose every one (Kafka likewise uses the existing topic's
+    partition count)."""
+    path = data_dir / topic.meta_file
     if not path.exists():
-        existing = sorted(p.name for p in data_dir.glob("__consumer_offsets-*"))
+        existing = sorted(p.name for p in data_dir.glob(f"{topic.name}-*"))
         if existing:
             raise StorageError(f"{path} is missing but {data_dir} already holds {', '.join(existing[:3])}"
-                               f"{' ...' if len(existing) > 3 else ''}; restore {META_FILE} (a line "
-                               f"{META_PARTITIONS_KEY}=<count>) rather than guess the partition count")
-        _write_meta(path, configured)
+                               f"{' ...' if len(existing) > 3 else ''}; restore {topic.meta_file} (a line "
+                               f"{topic.meta_key}=<count>) rather than guess the partition count")
+        _write_meta(path, configured, topic)
         return configured
-    recorded = _read_meta(path)
+    recorded = _read_meta(path, topic.meta_key)
     if recorded != configured:
-        log.warning("offsets_partitions_flag_ignored", configured=configured, recorded=recorded, file=str(path))
+        log.warning("offsets_partitions_flag_ignored" if topic == OFFSETS_LOG else "transaction_partitions_flag_ignored",
+                    configured=configured, recorded=recorded, file=str(path))
     return recorded
 
 
-def _read_meta(path: Path) -> int:
+def _read_meta(path: Path, key: str) -> int:
     props: dict[str, str] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         line = line.strip()
@@ -432,19 +481,19 @@ def _read_meta(path: Path) -> int:
         if sep:
             props[key.strip()] = value.strip()
     try:
-        count = int(props[META_PARTITIONS_KEY])
+        count = int(props[key])
     except (KeyError, ValueError):
-        raise StorageError(f"{path} has no valid {META_PARTITIONS_KEY}=<count> line") from None
+        raise StorageError(f"{path} has no valid {key}=<count> line") from None
     if count < 1:
-        raise StorageError(f"{path}: {META_PARTITIONS_KEY}={count} must be at least 1")
+        raise StorageError(f"{path}: {key}={count} must be at least 1")
     return count
 
 
-def _write_meta(path: Path, partitions: int) -> None:
+def _write_meta(path: Path, partitions: int, topic: CoordinatorTopic = OFFSETS_LOG) -> None:
     # Written once, atomically: a crash leaves either no file (first start again) or the whole file.
     tmp = path.with_name(path.name + ".tmp")
-    text = (f"# coordinator-server: __consumer_offsets layout of this data directory. Do not edit.\n"
-            f"version={_META_VERSION}\n{META_PARTITIONS_KEY}={partitions}\n")
+    text = (f"# coordinator-server: {topic.name} layout of this data directory. Do not edit.\n"
+            f"version={_META_VERSION}\n{topic.meta_key}={partitions}\n")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
@@ -457,4 +506,5 @@ def _write_meta(path: Path, partitions: int) -> None:
         os.close(dfd)
 
 
-__all__ = ["LOCK_FILE", "META_FILE", "CleanerConfig", "CoordinatorLog", "partition_dir"]
+__all__ = ["LOCK_FILE", "META_FILE", "OFFSETS_LOG", "TRANSACTION_LOG", "CleanerConfig", "CoordinatorLog",
+           "CoordinatorTopic", "partition_dir"]

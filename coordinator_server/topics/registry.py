@@ -7,6 +7,8 @@ import uuid
 from dataclasses import dataclass, field
 
 OFFSETS_TOPIC = "__consumer_offsets"
+# The transaction coordinator's log: its partitions live in the data directory beside the topics'.
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 # Kafka's Topic.validate: legal characters, at most 249 of them, not "." or "..".
 MAX_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")

@@ -32,7 +32,12 @@ from coordinator_server.storage.errors import StorageError
 from coordinator_server.storage.log import FileIO
 from coordinator_server.storage.segment import fsync_dir, write_atomically
 from coordinator_server.topics.partition import Partition
-from coordinator_server.topics.registry import OFFSETS_TOPIC, Topic, is_valid_topic_name
+from coordinator_server.topics.registry import (
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    Topic,
+    is_valid_topic_name,
+)
 from protocol.errors import Errors, KafkaError
 from protocol.kafka_uuid import kafka_uuid_string, parse_kafka_uuid, random_kafka_uuid
 
@@ -198,6 +203,9 @@ class TopicStore:
             raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not valid")
         if self.get(name) is not None:
             raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
+        if name == TRANSACTION_STATE_TOPIC:
+            # Its partition directories are the transaction coordinator's log (txn_runtime), not a topic's.
+            raise KafkaError(Errors.INVALID_REQUEST, f"topic '{name}' is the transaction coordinator's log")
         count = self.config.default_partitions if num_partitions == -1 else num_partitions
         if not 1 <= count <= _MAX_PARTITIONS:
             raise KafkaError(Errors.INVALID_PARTITIONS, f"number of partitions {num_partitions} "

@@ -302,7 +302,7 @@ def test_find_coordinator_group_flat(server: ServerProcess, version: int) -> Non
 
 
 @pytest.mark.parametrize(("version", "key_type", "error"), [
-    (1, 1, 15), (3, 1, 15), (1, 2, 42), (3, 2, 42), (2, 9, 42),
+    (1, 2, 42), (3, 2, 42), (2, 9, 42),
 ])
 def test_find_coordinator_flat_errors(server: ServerProcess, version: int, key_type: int, error: int) -> None:
     resp = call(server, FindCoordinatorRequest[version](key="k", key_type=key_type), FindCoordinatorResponse)
@@ -319,7 +319,7 @@ def test_find_coordinator_batched_in_request_order(server: ServerProcess, versio
     ]
 
 
-@pytest.mark.parametrize(("version", "key_type", "error"), [(4, 1, 15), (5, 2, 42), (6, 2, 15), (6, 3, 42)])
+@pytest.mark.parametrize(("version", "key_type", "error"), [(5, 2, 42), (6, 2, 15), (6, 3, 42)])
 def test_find_coordinator_batched_errors(server: ServerProcess, version: int, key_type: int, error: int) -> None:
     req = FindCoordinatorRequest[version](key_type=key_type, coordinator_keys=["a", "b"])
     resp = call(server, req, FindCoordinatorResponse)

@@ -14,7 +14,8 @@ From the bottom:
 - settings (`config`) and metrics, which name the core's states;
 - storage, then the topic store (`topics`), then the cluster's ZooKeeper view (`cluster`) and the replicas
   (`replication`);
-- the runtime (the shell around the core), then the network layer (`net`), the operator's tools (`tools`);
+- the runtime (the shell around the core) and beside it the transaction coordinator's shell
+  (`txn_runtime`), then the network layer (`net`), the operator's tools (`tools`);
 - the compositions: a cluster node, the application, the command line;
 - the analytics pipeline and the benchmarks, which drive the server from outside.
 """
@@ -37,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("coordinator_server.topics",),
     ("coordinator_server.cluster",),
     ("coordinator_server.replication",),
-    ("coordinator_server.runtime",),
+    ("coordinator_server.runtime", "coordinator_server.txn_runtime"),
     ("coordinator_server.net",),
     ("coordinator_server.tools", "coordinator_server.cluster_node", "coordinator_server.security_settings"),
     ("coordinator_server.build_info",),

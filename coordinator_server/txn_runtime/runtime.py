@@ -1,0 +1,175 @@
+"""The transaction coordinator's shell on one node: it owns the clock the core is called with, writes what
+the core decides to `__transaction_state`, answers the core once each write is durable, and loads every
+partition at start-up.
+
+Theory of operation. The core (`coordinator_server.txn.coordinator.TransactionCoordinator`) is synchronous:
+each entry point takes `now_ms` and queues its records (`take_appends`) and decided transactions
+(`take_markers`). After every call into the core, `_drive` takes both until the core has nothing left: each
+record goes to the log as a batch of its own through the group-commit writer (many ids' records share a
+round's fsync), and its `on_complete` runs once it is durable, or failed. There is no lock per transactional
+id: the core answers CONCURRENT_TRANSACTIONS while an id has a change in flight, which the clients retry.
+
+The clock is wall time in milliseconds: the core stamps the records with it (last update, transaction
+start), as Kafka's coordinator does, so that they mean the same after a restart.
+
+One node leads every partition, always at coordinator epoch 0 (the epoch only moves when leadership does).
+A decided transaction's markers: one with no partition is complete at once; writing them to the partitions
+of a transaction is not served yet (AddPartitionsToTxn is not either, so no transaction has partitions), and
+such markers are kept and logged rather than completed.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+import structlog
+
+from coordinator_server.config import Config
+from coordinator_server.storage.coordinator_log import TRANSACTION_LOG, CleanerConfig, CoordinatorLog
+from coordinator_server.storage.errors import RecordTooLargeError, StorageError
+from coordinator_server.storage.group_commit import Appended
+from coordinator_server.txn.coordinator import (
+    InitProducerIdResult,
+    TransactionCoordinator,
+    TxnAppend,
+    TxnConfig,
+    TxnMarkers,
+)
+from protocol.errors import Errors
+
+log = structlog.get_logger(__name__)
+
+# This node leads every partition from its start on: the epoch moves only with leadership.
+COORDINATOR_EPOCH = 0
+
+
+class TransactionLog(Protocol):
+    """What the shell needs of the `__transaction_state` log (`storage.coordinator_log.CoordinatorLog`)."""
+
+    @property
+    def partitions(self) -> int: ...
+
+    def read_records(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]: ...
+
+    def submit_encoded(self, partition: int, encoded: list[tuple[bytes, bytes | None]], timestamp_ms: int,
+                       on_done: Callable[[Appended], None], leader_epoch: int = 0) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TransactionRuntime:
+    def __init__(self, log_: TransactionLog, coordinator: TransactionCoordinator,
+                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self.log = log_
+        self.coordinator = coordinator
+        self._clock_ms = clock_ms
+        self._driving = False
+        self._closed = False
+        # Decided transactions with partitions: their markers are not written yet (see the module's doc).
+        self.unwritten_markers: list[TxnMarkers] = []
+
+    @classmethod
+    def open(cls, config: Config, log_: TransactionLog, new_producer_id: Callable[[], int],
+             clock_ms: Callable[[], int] = wall_clock_ms) -> TransactionRuntime:
+        """The shell over `log_` (opened by the caller, `open_transaction_log`), with every partition loaded.
+        `new_producer_id` hands out producer ids unique across the data directory's life (the topic store's,
+        which idempotent producers get theirs from too)."""
+        started_s = time.monotonic()
+        core = TransactionCoordinator(TxnConfig(partitions=log_.partitions,
+                                                max_timeout_ms=config.transaction_max_timeout_ms), new_producer_id)
+        runtime = cls(log_, core, clock_ms)
+        ids = 0
+        for partition in range(log_.partitions):
+            core.begin_loading(partition, COORDINATOR_EPOCH)
+            ids += core.load_partition(partition, log_.read_records(partition), COORDINATOR_EPOCH)
+        log.info("transactions_loaded", partitions=log_.partitions, transactional_ids=ids,
+                 seconds=round(time.monotonic() - started_s, 3))
+        runtime._drive()  # transactions decided before a restart finish now
+        return runtime
+
+    def partition_for(self, transactional_id: str) -> int:
+        return self.coordinator.partition_for(transactional_id)
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None,
+                         reply: Callable[[InitProducerIdResult], None]) -> None:
+        """InitProducerId with a transactional id; `reply` runs once the answer's record is durable (or at
+        once for a refusal)."""
+        if self._closed:
+            reply(InitProducerIdResult(Errors.NOT_COORDINATOR))
+            return
+        self.coordinator.handle_init_producer_id(transactional_id, timeout_ms, expected, self._clock_ms(), reply)
+        self._drive()
+
+    async def close(self) -> None:
+        """Take no more requests; the log waits for the writes in flight (their requests are answered) and
+        is flushed and closed."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.log.close()
+
+    # -- the shell's half of the core's protocol ------------------------------------------------------------
+
+    def _drive(self) -> None:
+        """Write what the core queued, until it queues nothing more. A completion that runs inside (a
+        write refused at once) queues into the same loop rather than re-entering it."""
+        if self._driving:
+            return
+        self._driving = True
+        try:
+            while True:
+                appends = self.coordinator.take_appends()
+                markers = self.coordinator.take_markers()
+                if not appends and not markers:
+                    return
+                now_ms = self._clock_ms()
+                for append in appends:
+                    self._submit(append, now_ms)
+                for decided in markers:
+                    self._hand_markers(decided, now_ms)
+        finally:
+            self._driving = False
+
+    def _submit(self, append: TxnAppend, now_ms: int) -> None:
+        def written(appended: Appended) -> None:
+            self._complete(append, Errors.NONE if appended.error is None else Errors.KAFKA_STORAGE_ERROR)
+
+        try:
+            self.log.submit_encoded(append.partition, [(append.key, append.value)], now_ms, written)
+        except RecordTooLargeError:
+            self._complete(append, Errors.MESSAGE_TOO_LARGE)
+        except StorageError as e:
+            log.error("transaction_log_append_failed", partition=append.partition, error=str(e))
+            self._complete(append, Errors.KAFKA_STORAGE_ERROR)
+
+    def _complete(self, append: TxnAppend, error: Errors) -> None:
+        append.on_complete(error)
+        self._drive()
+
+    def _hand_markers(self, decided: TxnMarkers, now_ms: int) -> None:
+        if not decided.partitions:
+            self.coordinator.markers_written(decided, now_ms)
+            return
+        log.warning("transaction_markers_not_written", transactional_id=decided.transactional_id,
+                    partitions=len(decided.partitions), commit=decided.commit)
+        self.unwritten_markers.append(decided)
+
+
+def open_transaction_log(config: Config) -> CoordinatorLog:
+    """Open (recovering) `__transaction_state`: after `__consumer_offsets`'s log, which holds the data
+    directory's lock. Compacted with the same cleaner settings."""
+    return CoordinatorLog.open(
+        config.data_dir, config.transaction_state_log_num_partitions, config.fsync, segment_ms=config.log_roll_ms,
+        syncfs=config.fsync_method == "auto", topic=TRANSACTION_LOG,
+        cleaner=CleanerConfig(
+            enabled=config.log_cleaner_enable,
+            min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,
+            delete_retention_ms=config.delete_retention_ms,
+            backoff_ms=config.log_cleaner_backoff_ms,
+        ),
+    )
