@@ -28,6 +28,7 @@ from coordinator_server.purgatory import DelayedOperationPurgatory
 from coordinator_server.security.listeners import ListenerSpec
 from coordinator_server.security_settings import SecuritySettings, build_security
 from coordinator_server.storage.group_commit import GroupCommitWriter
+from coordinator_server.topics.configs import broker_settings
 from coordinator_server.topics.delayed_fetch import DelayedFetch
 from coordinator_server.topics.group_image import StoreTopicsImage
 from coordinator_server.topics.leadership import SoleLeader
@@ -222,7 +223,8 @@ async def _compose(config: Config, security: SecuritySettings, runtime: Coordina
         data = DataHandlers(store, writer, runtime, config.node_id, fetch_purgatory,
                             OffsetsTopic(runtime.log.partition_log, runtime.log.partitions),
                             cluster.leadership if cluster is not None else SoleLeader(),
-                            cluster.admin if cluster is not None else None, transactions)
+                            cluster.admin if cluster is not None else None, broker_settings(config),
+                            transactions)
         _settle_heap()
         handlers = RequestHandlers(
             runtime, store, endpoint, config.cluster_id, data, config.auto_create_topics,

@@ -2,8 +2,8 @@
 
 With no subcommand (flags only, or nothing) it starts the server: config, logging, then `app.serve` under
 uvloop, exactly as before subcommands existed, so `make run`, the Dockerfile and the tests keep working.
-A first argument naming a subcommand runs an operator tool instead (`groups`, `cluster`, `dump-log`); tools are
-imported only when asked for, so starting the server does not pay for them.
+A first argument naming a subcommand runs an operator tool instead (`groups`, `cluster`, `configs`,
+`dump-log`); tools are imported only when asked for, so starting the server does not pay for them.
 """
 from __future__ import annotations
 
@@ -71,6 +71,7 @@ def run(config: Config) -> int:
 SUBCOMMANDS: dict[str, str] = {
     "groups": "coordinator_server.tools.groups",
     "cluster": "coordinator_server.tools.cluster_status",  # `cluster status` (docs/cluster.md "Observing it")
+    "configs": "coordinator_server.tools.configs",  # a topic's configs, as kafka-configs.sh (docs/operations.md)
     "dump-log": "coordinator_server.tools.dump_log",
     "repair-log": "coordinator_server.tools.repair_log",
     "users": "coordinator_server.security.users",  # SASL/SCRAM credentials (docs/security.md)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -18,8 +20,12 @@ from kafka.protocol.admin import (
     DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
 )
@@ -148,6 +154,11 @@ API_TABLE: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 2, 7),
     ApiSpec(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
     ApiSpec(ApiKey.CreatePartitions, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+    # Topic configs (coordinator_server/topics/configs.py), at the versions Kafka 4 serves (DescribeConfigs
+    # v0 is gone there).
+    ApiSpec(ApiKey.DescribeConfigs, DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+    ApiSpec(ApiKey.AlterConfigs, AlterConfigsRequest, AlterConfigsResponse, 0, 2),
+    ApiSpec(ApiKey.IncrementalAlterConfigs, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
     # SASL (coordinator_server.security): served before authentication on SASL listeners, and answered
     # ILLEGAL_SASL_STATE elsewhere, as Kafka does. Handshake v0 is followed by raw tokens.
     # Brokers to the controller (cluster mode; a single node answers NOT_CONTROLLER).

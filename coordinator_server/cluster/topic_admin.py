@@ -11,7 +11,7 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import structlog
 
@@ -19,6 +19,7 @@ from coordinator_server.cluster import election
 from coordinator_server.cluster import zk_layout as zl
 from coordinator_server.cluster.controller import ClusterView
 from coordinator_server.cluster.zk_client import ZkClient
+from coordinator_server.topics.configs import validate as validate_configs
 from coordinator_server.topics.registry import OFFSETS_TOPIC, Topic, is_valid_topic_name
 from protocol.errors import Errors, KafkaError
 from protocol.kafka_uuid import kafka_uuid_string, parse_kafka_uuid, random_kafka_uuid
@@ -42,7 +43,9 @@ class TopicAdmin:
         self._ids_lock = asyncio.Lock()
 
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                           validate_only: bool) -> tuple[Topic, int]:
+                           validate_only: bool, configs: Mapping[str, str | None] | None = None) -> tuple[Topic, int]:
+        """`configs`, the topic's own settings, are checked after the partition count and the replication
+        factor, as Kafka does, and go to /config/topics/<name>."""
         if not is_valid_topic_name(name):
             raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not valid")
         if name == OFFSETS_TOPIC or self.view.topic(name) is not None:
@@ -57,6 +60,7 @@ class TopicAdmin:
         if rf > len(live):
             raise KafkaError(Errors.INVALID_REPLICATION_FACTOR,
                              f"Replication factor: {rf} larger than available brokers: {len(live)}.")
+        checked = validate_configs(configs or {})
         topic_id = random_kafka_uuid()
         topic = Topic(name, count, topic_id)
         if validate_only:
@@ -64,7 +68,7 @@ class TopicAdmin:
         # Kafka starts the walk at a random broker, so the leaders of many small topics spread too.
         assignment = election.assign_replicas(live, count, rf, start_index=random.randrange(len(live)),
                                               replica_shift=random.randrange(len(live)))
-        if not await self.zk.create_topic_assignment(name, assignment, kafka_uuid_string(topic_id)):
+        if not await self.zk.create_topic_assignment(name, assignment, kafka_uuid_string(topic_id), checked):
             raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
         log.info("topic_creation_requested", topic=name, partitions=count, replication_factor=rf)
         await self._until(lambda: self._online(name, count), f"the partitions of {name} to get leaders")
@@ -114,6 +118,19 @@ class TopicAdmin:
                              f"topic '{name}' kept changing; try again")
         log.info("partitions_creation_requested", topic=name, partitions=count, was=current)
         await self._until(lambda: self._online(name, count), f"the new partitions of {name} to get leaders")
+
+    async def topic_configs(self, name: str) -> dict[str, str] | None:
+        """The configs the topic sets, read from ZooKeeper (None: no such topic)."""
+        if name != OFFSETS_TOPIC and self.view.topic(name) is None:
+            return None
+        return await self.zk.topic_config(name)
+
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace the topic's configs (checked already) in ZooKeeper."""
+        if name == OFFSETS_TOPIC or self.view.topic(name) is None:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
+        await self.zk.set_topic_config(name, configs)
+        log.info("topic_configs_altered", topic=name, configs=configs)
 
     async def next_producer_id(self) -> int:
         async with self._ids_lock:

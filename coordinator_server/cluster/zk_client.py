@@ -162,7 +162,7 @@ class ZkClient:
     # -- writes ------------------------------------------------------------------------------------------
 
     async def ensure_paths(self) -> None:
-        for path in (zl.BROKER_IDS, zl.BROKER_TOPICS, zl.DELETE_TOPICS):
+        for path in (zl.BROKER_IDS, zl.BROKER_TOPICS, zl.DELETE_TOPICS, zl.CONFIG_TOPICS, zl.CONFIG_CHANGES):
             await self._call(self._kz.ensure_path, path)
 
     async def register_broker(self, registration: zl.BrokerRegistration) -> None:
@@ -223,14 +223,46 @@ class ZkClient:
             return not any(isinstance(r, Exception) for r in results)
         return await self._call(run)
 
-    async def create_topic_assignment(self, topic: str, assignment: dict[int, list[int]], topic_id: str) -> bool:
-        """A broker's CreateTopics (Kafka's AdminZkClient.createTopicWithAssignment): only the assignment;
-        the controller sees it and creates the partition states. False when the topic exists."""
-        try:
-            await self._call(self._kz.create, zl.topic_path(topic), zl.encode_assignment(assignment, topic_id))
-            return True
-        except NodeExistsError:
-            return False
+    async def create_topic_assignment(self, topic: str, assignment: dict[int, list[int]], topic_id: str,
+                                      configs: dict[str, str] | None = None) -> bool:
+        """A broker's CreateTopics (Kafka's AdminZkClient.createTopicWithAssignment): the topic's configs and
+        its assignment; the controller sees the assignment and creates the partition states. Kafka writes the
+        configs first and then the assignment; here both go in one transaction, so a topic that exists
+        already keeps its configs. False when the topic exists."""
+        def run() -> bool:
+            self._kz.ensure_path(zl.CONFIG_TOPICS)
+            path = zl.topic_config_path(topic)
+            t = self._kz.transaction()
+            stat = self._kz.exists(path)
+            if stat is None:
+                t.create(path, zl.encode_topic_config(configs or {}))
+            else:  # left by a topic of that name deleted before its controller removed it
+                t.set_data(path, zl.encode_topic_config(configs or {}), stat.version)
+            t.create(zl.topic_path(topic), zl.encode_assignment(assignment, topic_id))
+            results = t.commit()
+            return not any(isinstance(r, Exception) for r in results)
+        return await self._call(run)
+
+    async def topic_config(self, topic: str) -> dict[str, str]:
+        """The configs a topic sets (none when it has no config znode, as Kafka reads it)."""
+        got = await self.get(zl.topic_config_path(topic))
+        return zl.decode_topic_config(got[0]) if got is not None and got[0] else {}
+
+    async def set_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        """Replace a topic's configs, then leave the change notification, as Kafka's
+        AdminZkClient.changeTopicConfig does."""
+        def run() -> None:
+            path = zl.topic_config_path(topic)
+            data = zl.encode_topic_config(configs)
+            if self._kz.exists(path) is None:
+                self._kz.ensure_path(zl.CONFIG_TOPICS)
+                self._kz.create(path, data)
+            else:
+                self._kz.set(path, data)
+            self._kz.ensure_path(zl.CONFIG_CHANGES)
+            self._kz.create(f"{zl.CONFIG_CHANGES}/{zl.CONFIG_CHANGE_PREFIX}", zl.encode_config_change(topic),
+                            sequence=True)
+        await self._call(run)
 
     async def update_assignment(self, topic: str, assignment: dict[int, list[int]], topic_id: str | None,
                                 version: int) -> bool:
@@ -280,6 +312,8 @@ class ZkClient:
                 if parts is not None:
                     t.delete(zl.partitions_path(topic))
                 t.delete(zl.topic_path(topic))
+            if self._kz.exists(zl.topic_config_path(topic)) is not None:
+                t.delete(zl.topic_config_path(topic))
             t.delete(zl.delete_topic_path(topic))
             results = t.commit()
             return not any(isinstance(r, Exception) for r in results)

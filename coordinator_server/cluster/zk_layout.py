@@ -7,6 +7,8 @@ knows Kafka recognises every znode. Paths and JSON only: no I/O here.
     /brokers/topics/<topic>                            the replica assignment
     /brokers/topics/<topic>/partitions/<p>/state       leader, leader_epoch, isr, controller_epoch
     /admin/delete_topics/<topic>                       a deletion request, carried out by the controller
+    /config/topics/<topic>                             the configs the topic sets: {"version":1,"config":{...}}
+    /config/changes/config_change_<seq>                {"version":2,"entity_path":"topics/<topic>"} per change
     /latest_producer_id_block                          the last block of producer ids handed to a broker
     /cluster/id                                        {"version":"1","id":...}
 """
@@ -23,6 +25,9 @@ CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER_ID = "/cluster/id"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"  # sequential znodes: ZooKeeper appends the number
 NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
 
 
@@ -96,6 +101,24 @@ def decode_topic_id(data: bytes) -> str | None:
     """The topic id (Kafka's base64 Uuid string) of a TopicZNode, None in one written before KIP-516."""
     topic_id = json.loads(data).get("topic_id")
     return str(topic_id) if topic_id else None
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def encode_topic_config(configs: dict[str, str]) -> bytes:
+    return json.dumps({"version": 1, "config": dict(sorted(configs.items()))}).encode()
+
+
+def decode_topic_config(data: bytes) -> dict[str, str]:
+    config = json.loads(data).get("config") or {}
+    return {str(k): str(v) for k, v in config.items()}
+
+
+def encode_config_change(topic: str) -> bytes:
+    """The change notification Kafka's brokers watched (ConfigEntityChangeNotificationSequenceZNode v2)."""
+    return json.dumps({"version": 2, "entity_path": f"topics/{topic}"}).encode()
 
 
 def delete_topic_path(topic: str) -> str:

@@ -1,5 +1,6 @@
 """Data-plane and topic-admin handlers: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch,
-InitProducerId, CreateTopics, DeleteTopics, CreatePartitions — one module per API under net/data_plane/,
+InitProducerId, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs and
+IncrementalAlterConfigs — one module per API under net/data_plane/ (the two AlterConfigs share one),
 composed here for the request handlers.
 
 They translate kafka-python's decoded messages into calls on the synchronous topic store and back;
@@ -12,11 +13,13 @@ DelayedFetch in the "Fetch" purgatory on the runtime's shared timer before answe
 """
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
 
+from coordinator_server.net.data_plane.alter_configs import AlterConfigsHandler
+from coordinator_server.net.data_plane.describe_configs import DescribeConfigsHandler
 from coordinator_server.net.data_plane.fetch import FetchHandler
 from coordinator_server.net.data_plane.init_producer_id import InitProducerIdHandler, TransactionalIds
 from coordinator_server.net.data_plane.list_offsets import ListOffsetsHandler
@@ -24,6 +27,7 @@ from coordinator_server.net.data_plane.offset_for_leader_epoch import OffsetForL
 from coordinator_server.net.data_plane.partitions import ReadablePartitions, TimerHost
 from coordinator_server.net.data_plane.produce import ProduceHandler
 from coordinator_server.net.data_plane.topic_admin import ClusterTopicAdmin, TopicAdminHandlers
+from coordinator_server.net.data_plane.topic_configs import TopicConfigs
 from coordinator_server.net.offsets_topic import OffsetsTopic
 from coordinator_server.purgatory import DelayedOperationPurgatory
 from coordinator_server.security.authorizer import Access
@@ -45,15 +49,20 @@ class DataHandlers:
     def __init__(self, store: TopicStore, writer: GroupCommitWriter, runtime: TimerHost, node_id: int,
                  fetch_purgatory: DelayedOperationPurgatory[DelayedFetch], offsets_topic: OffsetsTopic,
                  leadership: Leadership, admin: ClusterTopicAdmin | None,
+                 broker_settings: Mapping[str, str] | None = None,
                  transactions: TransactionalIds | None = None) -> None:
         self.admin = admin
+        broker = dict(broker_settings or {})
+        configs = TopicConfigs(store, admin, broker)
         readable = ReadablePartitions(store, offsets_topic)
         self.produce = ProduceHandler(store, writer, leadership, fetch_purgatory, runtime)
         self.fetch = FetchHandler(store, readable, leadership, fetch_purgatory, runtime)
         self.list_offsets = ListOffsetsHandler(readable, leadership)
         self.offset_for_leader_epoch = OffsetForLeaderEpochHandler(readable, leadership)
         self.init_producer_id = InitProducerIdHandler(store, admin, transactions)
-        self.topic_admin = TopicAdminHandlers(store, admin, node_id, fetch_purgatory, runtime)
+        self.topic_admin = TopicAdminHandlers(store, admin, node_id, fetch_purgatory, runtime, broker)
+        self.describe_configs = DescribeConfigsHandler(configs, node_id)
+        self.alter_configs = AlterConfigsHandler(configs, node_id)
 
     def handle_produce(self, req: ApiMessage, version: int, access: Access) -> Coroutine[Any, Any, ApiMessage | None]:
         return self.produce.handle_produce(req, version, access)
@@ -78,3 +87,12 @@ class DataHandlers:
 
     def handle_create_partitions(self, req: ApiMessage, version: int, access: Access) -> _Answer:
         return self.topic_admin.handle_create_partitions(req, version, access)
+
+    def handle_describe_configs(self, req: ApiMessage, version: int, access: Access) -> _Answer:
+        return self.describe_configs.handle_describe_configs(req, version, access)
+
+    def handle_alter_configs(self, req: ApiMessage, version: int, access: Access) -> _Answer:
+        return self.alter_configs.handle_alter_configs(req, version, access)
+
+    def handle_incremental_alter_configs(self, req: ApiMessage, version: int, access: Access) -> _Answer:
+        return self.alter_configs.handle_incremental_alter_configs(req, version, access)

@@ -5,9 +5,12 @@ Theory of operation
 Kafka's on-disk layout: every partition directory holds `%020d.log` segments of v2 record batches and a
 `partition.metadata` file (`version: 0` / `topic_id: <base64 uuid>`), so topics, their ids and their
 partition counts are rediscovered from the directory listing on start, with no catalogue file to keep
-in step. `producer-ids.properties` holds the start of the next block of producer ids: a block of
-1000 is reserved (written and fsynced) before any id of it is handed out, as Kafka's controller does,
-so an id is never handed out twice across restarts.
+in step. A topic's configs (the ones it sets; `topics.configs`) are `topic-configs.json` in its partition 0
+directory, written before that directory's `partition.metadata` when the topic is created, so a crash
+leaves either the whole topic or none of it, and replaced atomically when they are altered.
+`producer-ids.properties` holds the start of the next block of producer ids: a block of 1000 is reserved
+(written and fsynced) before any id of it is handed out, as Kafka's controller does, so an id is never
+handed out twice across restarts.
 
 Deleting a topic renames its partition directories to `<topic>-<p>.<hex>-delete` (atomic, like Kafka)
 and then removes them; leftovers of a crash between the two are removed on the next start.
@@ -17,11 +20,12 @@ long-poll fetch) live in `storage.group_commit` and the network handlers.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +35,7 @@ from coordinator_server.config import TopicSpec
 from coordinator_server.storage.errors import StorageError
 from coordinator_server.storage.log import FileIO
 from coordinator_server.storage.segment import fsync_dir, write_atomically
+from coordinator_server.topics.configs import validate as validate_configs
 from coordinator_server.topics.partition import Partition
 from coordinator_server.topics.registry import (
     OFFSETS_TOPIC,
@@ -44,6 +49,7 @@ from protocol.kafka_uuid import kafka_uuid_string, parse_kafka_uuid, random_kafk
 log = structlog.get_logger(__name__)
 
 PARTITION_METADATA = "partition.metadata"
+TOPIC_CONFIG_FILE = "topic-configs.json"
 PRODUCER_ID_FILE = "producer-ids.properties"
 PRODUCER_ID_BLOCK = 1000
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
@@ -68,6 +74,7 @@ class StoredTopic:
     name: str
     topic_id: uuid.UUID
     partitions: list[Partition] = field(default_factory=list)
+    configs: dict[str, str] = field(default_factory=dict)  # the topic's own settings, as set
 
     def view(self) -> Topic:
         return Topic(self.name, len(self.partitions), self.topic_id)
@@ -129,7 +136,7 @@ class TopicStore:
             ids = {p: _read_partition_metadata(d) for p, d in dirs.items()}
             if len(set(ids.values())) != 1:
                 raise StorageError(f"partitions of topic {name} disagree on the topic id: {ids}")
-            topic = StoredTopic(name, ids[0])
+            topic = StoredTopic(name, ids[0], configs=_read_topic_configs(dirs[0]))
             for p in range(len(dirs)):
                 topic.partitions.append(Partition.open(name, p, dirs[p], self.config.segment_bytes,
                                                        self.config.file_io))
@@ -198,7 +205,9 @@ class TopicStore:
         return doomed
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                     validate_only: bool = False) -> Topic:
+                     validate_only: bool = False, configs: Mapping[str, str | None] | None = None) -> Topic:
+        """`configs` are the topic's own settings, checked (`topics.configs.validate`) after the name, the
+        partition count and the replication factor, in Kafka's order."""
         if not is_valid_topic_name(name):
             raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not valid")
         if self.get(name) is not None:
@@ -213,7 +222,7 @@ class TopicStore:
         if replication_factor not in (-1, 1):
             raise KafkaError(Errors.INVALID_REPLICATION_FACTOR, f"replication factor "
                                   f"{replication_factor} is larger than the 1 available broker")
-        topic = StoredTopic(name, random_kafka_uuid())
+        topic = StoredTopic(name, random_kafka_uuid(), configs=validate_configs(configs or {}))
         if validate_only:
             return Topic(name, count, topic.topic_id)
         self._topics[name] = topic
@@ -252,11 +261,31 @@ class TopicStore:
         log.info("topic_deleted", topic=name, partitions=len(topic.partitions))
         return topic.partitions, doomed
 
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        """The configs the topic sets (None: no such topic; `__consumer_offsets` sets none here)."""
+        if name == OFFSETS_TOPIC:
+            return {}
+        t = self._topics.get(name)
+        return dict(t.configs) if t is not None else None
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace the topic's configs (checked already), durably before returning."""
+        t = self._topics.get(name)
+        if t is None:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
+        _write_topic_configs(t.partitions[0].log.directory, configs)
+        t.configs = dict(configs)
+        log.info("topic_configs_altered", topic=name, configs=configs)
+
     def _add_partitions(self, topic: StoredTopic, count: int) -> None:
         self.version += 1
         for p in range(len(topic.partitions), count):
             pdir = self.data_dir / f"{topic.name}-{p}"
             pdir.mkdir(exist_ok=True)
+            if p == 0 and topic.configs:
+                _write_topic_configs(pdir, topic.configs)
+            elif p == 0:  # a file left by a topic of this name whose creation a crash cut short
+                (pdir / TOPIC_CONFIG_FILE).unlink(missing_ok=True)
             write_atomically(pdir / PARTITION_METADATA,
                               f"version: 0\ntopic_id: {kafka_uuid_string(topic.topic_id)}\n")
             part = Partition.open(topic.name, p, pdir, self.config.segment_bytes, self.config.file_io)
@@ -317,6 +346,25 @@ class TopicStore:
                 log.info("retention_deleted_segments", topic=part.topic, partition=part.index, segments=deleted,
                          log_start_offset=part.log_start_offset)
         return total
+
+
+def _write_topic_configs(pdir: Path, configs: dict[str, str]) -> None:
+    # The shape of Kafka's /config/topics/<name> znode, so one node and a cluster keep the same document.
+    write_atomically(pdir / TOPIC_CONFIG_FILE, json.dumps({"version": 1, "config": configs}, sort_keys=True) + "\n")
+
+
+def _read_topic_configs(pdir: Path) -> dict[str, str]:
+    path = pdir / TOPIC_CONFIG_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (ValueError, UnicodeDecodeError) as e:
+        raise StorageError(f"{path} is not a topic config document: {e}") from e
+    config = doc.get("config") if isinstance(doc, dict) else None
+    if not isinstance(config, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in config.items()):
+        raise StorageError(f"{path} is not a topic config document (version 1, a config of strings)")
+    return dict(config)
 
 
 def _read_partition_metadata(pdir: Path) -> uuid.UUID:

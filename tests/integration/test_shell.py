@@ -41,6 +41,8 @@ OUR_RANGES = {3: (0, 12), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0
               0: (0, 9), 1: (0, 13), 2: (0, 7), 23: (2, 4), 22: (0, 4), 19: (2, 7), 20: (1, 6), 37: (0, 3),
               # committed offsets and group administration
               8: (1, 9), 9: (1, 9), 47: (0, 0), 15: (0, 6), 16: (0, 5), 42: (0, 2),
+              # topic configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs)
+              32: (1, 4), 33: (0, 2), 44: (0, 1),
               # brokers to the controller (ControlledShutdown; NOT_CONTROLLER on a single node)
               7: (1, 3),
               # SASL (SaslHandshake, SaslAuthenticate)

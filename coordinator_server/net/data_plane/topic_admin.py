@@ -1,11 +1,14 @@
 """CreateTopics, DeleteTopics and CreatePartitions: on one node the topic store's own, in a cluster through
 ZooKeeper (`ClusterTopicAdmin`), as Kafka's brokers in ZooKeeper mode do. A deleted topic's long polls are
-answered at once, and its directories removed off the loop."""
+answered at once, and its directories removed off the loop. A new topic's configs are checked as Kafka checks
+them (`topics.configs`, validate_only too) and kept with the topic; from v5 the answer lists every config of
+the topic as DescribeConfigs would."""
 from __future__ import annotations
 
 import asyncio
 import shutil
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 from kafka.protocol.api_message import ApiMessage
@@ -13,6 +16,7 @@ from kafka.protocol.api_message import ApiMessage
 from coordinator_server.net.data_plane.partitions import TimerHost
 from coordinator_server.purgatory import DelayedOperationPurgatory
 from coordinator_server.security.authorizer import Access
+from coordinator_server.topics import configs as tc
 from coordinator_server.topics.delayed_fetch import DelayedFetch
 from coordinator_server.topics.registry import Topic
 from coordinator_server.topics.store import TopicStore
@@ -24,16 +28,20 @@ class ClusterTopicAdmin(Protocol):
     mode; each raises KafkaError with Kafka's code."""
 
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                           validate_only: bool) -> tuple[Topic, int]: ...
+                           validate_only: bool, configs: Mapping[str, str | None] | None = None) -> tuple[Topic, int]: ...
     async def delete_topic(self, name: str) -> None: ...
+    async def topic_configs(self, name: str) -> dict[str, str] | None: ...
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
     async def create_partitions(self, name: str, count: int, validate_only: bool) -> None: ...
     async def next_producer_id(self) -> int: ...
 
 
 class TopicAdminHandlers:
     def __init__(self, store: TopicStore, admin: ClusterTopicAdmin | None, node_id: int,
-                 fetch_purgatory: DelayedOperationPurgatory[DelayedFetch], runtime: TimerHost) -> None:
+                 fetch_purgatory: DelayedOperationPurgatory[DelayedFetch], runtime: TimerHost,
+                 broker: Mapping[str, str] | None = None) -> None:
         self.store = store
+        self.broker = dict(broker or {})  # the broker settings behind a topic's defaults
         self.admin = admin  # None on one node
         self.node_id = node_id
         self.fetch_purgatory = fetch_purgatory
@@ -46,31 +54,45 @@ class TopicAdminHandlers:
         results = []
         for t in req.topics:
             topic_id, error, message, partitions = None, Errors.NONE, None, -1
+            configs: dict[str, str] = {}
             try:
                 if counts[t.name] > 1:
                     raise KafkaError(Errors.INVALID_REQUEST, f"topic '{t.name}' appears more than once")
                 if not (access.cluster("CREATE") or access.topic("CREATE", t.name)):
                     raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 num_partitions = self._assigned_partitions(t)
-                if t.configs:
-                    raise KafkaError(Errors.INVALID_CONFIG, "per-topic configs are not supported; "
-                                          "the broker-wide flags apply to every topic")
+                if len({c.name for c in t.configs}) != len(t.configs):
+                    raise KafkaError(Errors.INVALID_REQUEST, "Error due to duplicate config keys")
+                sent = {c.name: c.value for c in t.configs}
                 validate_only = version >= 1 and req.validate_only
                 if self.admin is not None:
                     topic, replication_factor = await self.admin.create_topic(
-                        t.name, num_partitions, t.replication_factor, validate_only)
+                        t.name, num_partitions, t.replication_factor, validate_only, sent)
                 else:
                     topic = self.store.create_topic(t.name, num_partitions, t.replication_factor,
-                                                    validate_only=validate_only)
+                                                    validate_only=validate_only, configs=sent)
                     replication_factor = 1
                 topic_id, partitions = topic.topic_id, topic.partitions
+                configs = tc.validate(sent)
             except KafkaError as e:
                 error, message = e.code, e.message
             results.append(CreateTopicsResponse.CreatableTopicResult(
                 name=t.name, topic_id=topic_id, error_code=int(error), error_message=message,
                 num_partitions=partitions, replication_factor=replication_factor if error == Errors.NONE else -1,
-                configs=[] if error == Errors.NONE else None))
+                **self._configs_of(t.name, configs, error, access)))
         return CreateTopicsResponse[version](throttle_time_ms=0, topics=results)
+
+    def _configs_of(self, name: str, configs: dict[str, str], error: Errors, access: Access) -> dict[str, Any]:
+        """A created topic's configs in the answer, as Kafka gives them: all of them, or none (an empty list,
+        not null) when it was refused, and none with TOPIC_AUTHORIZATION_FAILED beside when the caller may
+        not describe the topic's configs."""
+        if error != Errors.NONE:
+            return {"configs": []}
+        if not access.topic("DESCRIBE_CONFIGS", name):
+            return {"configs": [], "topic_config_error_code": int(Errors.TOPIC_AUTHORIZATION_FAILED)}
+        return {"configs": [CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs(
+            name=e.name, value=e.value, read_only=e.read_only, config_source=int(e.source), is_sensitive=e.sensitive)
+            for e in tc.describe_topic(configs, self.broker)]}
 
     def _assigned_partitions(self, t: ApiMessage) -> int:
         if not t.assignments:
