@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+import structlog
+
 from coordinator_server.group.partitioner import partition_for
 from coordinator_server.group.write_errors import write_error
 from protocol.errors import Errors
@@ -31,8 +33,10 @@ from .operations import (
     prepare_fence,
     timed_out,
 )
-from .records import decode_key, decode_value, encode_key, encode_value
+from .records import UnknownRecord, decode_key, decode_value, encode_key, encode_value
 from .state import TransactionState
+
+log = structlog.get_logger("coordinator_server.txn")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +121,14 @@ class TransactionCoordinator:
             return -1
         latest: dict[str, TxnTransit | None] = {}
         for key, value in records:
-            latest[decode_key(key)] = decode_value(value)
+            try:
+                transactional_id = decode_key(key)
+            except UnknownRecord as e:
+                # A newer broker's key version: not ours to read, and no reason to refuse the partition
+                # (Kafka's loader skips it the same way). An unknown value version is damage and raises.
+                log.warning("transaction_log_record_skipped", partition=partition, reason=str(e))
+                continue
+            latest[transactional_id] = decode_value(value)
         held.ids = {tid: TransactionMetadata.loaded(tid, record) for tid, record in latest.items()
                     if record is not None}
         held.loading = False

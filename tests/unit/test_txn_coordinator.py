@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from structlog.testing import capture_logs
+
 from coordinator_server.txn.coordinator import (
     InitProducerIdResult,
     TransactionCoordinator,
@@ -149,6 +151,21 @@ def test_loading_finishes_a_decided_transaction() -> None:
     fresh.core.markers_written(markers, T0)
     fresh.flush()
     assert fresh.states() == [S.COMPLETE_COMMIT]
+
+
+def test_loading_skips_a_key_version_it_does_not_read() -> None:
+    shell = Shell()
+    init = shell.init()
+    records = [(a.key, a.value) for a in shell.log]
+    newer = ((99).to_bytes(2, "big") + records[0][0][2:], records[0][1])  # a later broker's key layout
+    fresh = Shell()
+    assert fresh.core.begin_loading(fresh.partition, 5)
+    with capture_logs() as logs:
+        assert fresh.core.load_partition(fresh.partition, [newer, *records], 5) == 1
+    assert [entry["event"] for entry in logs] == ["transaction_log_record_skipped"]
+    fresh.core.handle_init_producer_id(TX, 60_000, None, T0, fresh.replies.append)
+    fresh.flush()
+    assert fresh.replies[-1].producer_id == init.producer_id and fresh.replies[-1].producer_epoch == 1
 
 
 def test_timed_out_transactions_are_aborted_and_idle_ids_expire() -> None:
