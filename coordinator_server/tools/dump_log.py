@@ -4,8 +4,11 @@ A PATH is a segment file (`%020d.log`) or a partition directory (all its segment
 segment under `__consumer_offsets-<p>/` has its records decoded with `storage.codec.decode`, the one
 decoder of that topic, which the server itself replays with: group metadata (members, and for consumer groups their subscriptions and
 assignments decoded with kafka-python's consumer-protocol classes), offset commits, the KIP-848 consumer
-group records (`consumer_group_*`, topic ids as UUIDs), tombstones. Any other
-segment is a topic partition: one line per batch header, and with `--print-records` its keys and values.
+group records (`consumer_group_*`, topic ids as UUIDs), tombstones. A segment under
+`__transaction_state-<p>/` has its records decoded with the transaction coordinator's own codec
+(`txn.records`, Kafka's `--transaction-log-decoder`): each transactional id's metadata (producer id and
+epoch, state, timeout, partitions) or its tombstone. Any other segment is a topic partition: one line per
+batch header, and with `--print-records` its keys and values.
 
 Read-only and independent of recovery: the server's `PartitionLog.open` would truncate a torn tail and
 needs the data directory's lock, and an operator points this tool at a damaged segment precisely to see
@@ -22,7 +25,7 @@ import json
 import struct
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,8 @@ from coordinator_server.group.records import GroupMetadataValue, OffsetCommitRec
 from coordinator_server.storage.codec import OtherRecord, RecordDecodeError, decode_or_error
 from coordinator_server.storage.log import HEADER_SIZE
 from coordinator_server.tools.output import EXIT_OK, ToolError, run_tool
+from coordinator_server.topics.registry import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from coordinator_server.txn.records import UnknownRecord, decode_key, decode_value
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r"(read_text|open_text|open_binary) is deprecated",
@@ -40,7 +45,8 @@ with warnings.catch_warnings():
     from kafka.record.default_records import DefaultRecordBatch
 
 PROG = "coordinator-server dump-log"
-OFFSETS_DIR_PREFIX = "__consumer_offsets-"
+OFFSETS_DIR_PREFIX = f"{OFFSETS_TOPIC}-"
+TRANSACTIONS_DIR_PREFIX = f"{TRANSACTION_STATE_TOPIC}-"
 _LOG_OVERHEAD = 12  # BaseOffset int64 + Length int32: the bytes Length does not count
 _MIN_LENGTH = HEADER_SIZE - _LOG_OVERHEAD
 _MAGIC_POS = 16
@@ -63,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="topic segments: also print each record's key, value and headers")
     parser.add_argument("--offsets-decoder", action="store_true",
                         help="decode every segment as __consumer_offsets (default: only under __consumer_offsets-N/)")
+    parser.add_argument("--transaction-log-decoder", action="store_true",
+                        help="decode every segment as __transaction_state (default: only under __transaction_state-N/)")
     parser.add_argument("--json", action="store_true", help="JSON Lines: one object per batch or corruption")
     return parser
 
@@ -92,14 +100,22 @@ def is_offsets_segment(path: Path) -> bool:
     return path.resolve().parent.name.startswith(OFFSETS_DIR_PREFIX)
 
 
+def is_transaction_segment(path: Path) -> bool:
+    return path.resolve().parent.name.startswith(TRANSACTIONS_DIR_PREFIX)
+
+
 def dump(args: argparse.Namespace) -> int:
     counts = Counts()
     out = sys.stdout
     for path in segment_files(args.paths):
-        offsets = args.offsets_decoder or is_offsets_segment(path)
+        decoder: Decoder | None = None
+        if args.offsets_decoder or (not args.transaction_log_decoder and is_offsets_segment(path)):
+            decoder = decode_offsets_record
+        elif args.transaction_log_decoder or is_transaction_segment(path):
+            decoder = decode_transaction_record
         if not args.json:
             out.write(f"Dumping {path}\n")
-        for item in walk_segment(path, decode_offsets=offsets, with_records=offsets or args.print_records):
+        for item in walk_segment(path, decoder, with_records=decoder is not None or args.print_records):
             _count(item, counts)
             out.write(json.dumps({"file": str(path), **item}) + "\n" if args.json else format_item(item))
     if counts.bad:
@@ -121,7 +137,11 @@ def _count(item: dict[str, Any], counts: Counts) -> None:
 # ------------------------------------------------------------------------------------------ the walk
 
 
-def walk_segment(path: Path, decode_offsets: bool, with_records: bool) -> Iterator[dict[str, Any]]:
+# How a coordinator log's (key, value) becomes the fields of its line: None for a topic's records.
+Decoder = Callable[[bytes | None, bytes | None], dict[str, Any]]
+
+
+def walk_segment(path: Path, decoder: Decoder | None, with_records: bool) -> Iterator[dict[str, Any]]:
     """One dict per batch (`type: batch`), or a final `type: corrupt` naming the byte position."""
     try:
         expected = int(path.name.split(".")[0])  # a segment is named after its first offset
@@ -141,7 +161,7 @@ def walk_segment(path: Path, decode_offsets: bool, with_records: bool) -> Iterat
             buf = header + f.read(_LOG_OVERHEAD + length - HEADER_SIZE)
             batch = describe_batch(buf, pos, expected)
             if with_records:
-                _add_records(batch, buf, decode_offsets)
+                _add_records(batch, buf, decoder)
             yield batch
             expected = batch["last_offset"] + 1
             pos += len(buf)
@@ -183,15 +203,15 @@ def describe_batch(buf: bytes, position: int, expected_offset: int | None) -> di
     return info
 
 
-def _add_records(info: dict[str, Any], buf: bytes, decode_offsets: bool) -> None:
+def _add_records(info: dict[str, Any], buf: bytes, decoder: Decoder | None) -> None:
     records: list[dict[str, Any]] = []
     info["records"], info["records_error"] = records, None
     try:
         for r in DefaultRecordBatch(buf):
             rec: dict[str, Any] = {"offset": r.offset, "timestamp": r.timestamp,
                                    "key_size": _size(r.key), "value_size": _size(r.value)}
-            if decode_offsets:
-                rec.update(decode_offsets_record(r.key, r.value))
+            if decoder is not None:
+                rec.update(decoder(r.key, r.value))
             else:
                 rec.update(_bytes_field("key", r.key))
                 rec.update(_bytes_field("value", r.value))
@@ -237,6 +257,38 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> dict[str, A
         return _consumer_group_record(rec)
     return {"record_type": "group_metadata", "group_id": rec.group_id, "tombstone": rec.value is None,
             "value": None if rec.value is None else _group_value(rec.value)}
+
+
+# ---------------------------------------------------------------------------- __transaction_state
+
+
+def decode_transaction_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
+    if key is None:
+        return {"record_type": "unknown", "error": "record has no key"}
+    try:
+        transactional_id = decode_key(key)
+    except UnknownRecord as e:  # a later key version: the server skips it on load, so do we
+        return {"record_type": "unknown", "key_version": int.from_bytes(key[:2], "big", signed=True),
+                "note": str(e)}
+    except Exception as e:
+        return {"record_type": "unknown", "error": f"key does not decode: {type(e).__name__}: {e}"}
+    try:
+        transit = decode_value(value)
+    except Exception as e:
+        return {"record_type": "transaction_metadata", "transactional_id": transactional_id,
+                "error": f"value does not decode: {type(e).__name__}: {e}"}
+    out: dict[str, Any] = {"record_type": "transaction_metadata", "transactional_id": transactional_id,
+                           "tombstone": transit is None, "value": None}
+    if transit is not None:
+        out["value"] = {
+            "producer_id": transit.producer_id, "producer_epoch": transit.producer_epoch,
+            "previous_producer_id": transit.previous_producer_id, "next_producer_id": transit.next_producer_id,
+            "state": transit.state.display_name, "transaction_timeout_ms": transit.txn_timeout_ms,
+            "partitions": sorted(f"{topic}-{partition}" for topic, partition in transit.partitions),
+            "transaction_start_timestamp": transit.txn_start_timestamp_ms,
+            "transaction_last_update_timestamp": transit.txn_last_update_timestamp_ms,
+            "client_transaction_version": transit.client_transaction_version}
+    return out
 
 
 _CONSUMER_KEY_FIELDS = ("group_id", "member_id", "regex")
@@ -341,6 +393,10 @@ def _record_text(r: dict[str, Any]) -> str:
         return f"key: unknown record type {r.get('key_version', '?')}" + (f" ERROR: {r['error']}" if "error" in r else "")
     if kind == "offset_commit":
         key = f"offset_commit::group={r['group_id']},partition={r['topic']}-{r['partition']}"
+    elif kind == "transaction_metadata":
+        key = f"transaction_metadata::transactionalId={r['transactional_id']}"
+        if "error" in r:
+            return f"key: {key} ERROR: {r['error']}"
     elif kind.startswith("consumer_group"):
         extra = "".join(f",{f}={r[f]}" for f in ("member_id", "regex") if f in r)
         key = f"{kind}::group={r['group_id']}{extra}"

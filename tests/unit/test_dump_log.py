@@ -22,6 +22,9 @@ from coordinator_server.group.records import (
 from coordinator_server.storage.codec import encode_record
 from coordinator_server.storage.log import PartitionLog
 from coordinator_server.topics.store import StoreConfig, TopicStore
+from coordinator_server.txn.metadata import TxnTransit
+from coordinator_server.txn.records import encode_key, encode_value
+from coordinator_server.txn.state import TransactionState
 
 TP = ConsumerProtocolAssignment.TopicPartition
 
@@ -201,3 +204,37 @@ def test_consumer_group_records_are_decoded(tmp_path: Path, capsys: pytest.Captu
     cli_main(["dump-log", "--print-records", str(tmp_path / "__consumer_offsets-1")])
     text = capsys.readouterr().out
     assert "key: consumer_group_member_metadata::group=cg,member_id=m-1 payload: <DELETE>" in text
+
+
+def write_transaction_log(data_dir: Path) -> Path:
+    log = PartitionLog.open_dir(data_dir / "__transaction_state-7", 7)
+    ongoing = TxnTransit(producer_id=77, previous_producer_id=-1, next_producer_id=-1, producer_epoch=4,
+                         last_producer_epoch=-1, txn_timeout_ms=60_000, state=TransactionState.ONGOING,
+                         partitions=frozenset({("orders", 1), ("orders", 0)}), txn_start_timestamp_ms=1_000,
+                         txn_last_update_timestamp_ms=1_001)
+    log.append([(encode_key("tx-1"), encode_value(ongoing, 1))], 1_001)
+    log.append([(encode_key("tx-2"), None), ((99).to_bytes(2, "big") + b"later", b"")], 1_002)
+    log.sync()
+    log.close()
+    return data_dir / "__transaction_state-7" / f"{0:020d}.log"
+
+
+def test_transaction_log_segment_is_decoded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_transaction_log(tmp_path)
+    code, items, err = dump_json(capsys, str(path))
+    assert (code, err) == (0, "")
+    [ongoing] = items[0]["records"]
+    assert (ongoing["record_type"], ongoing["transactional_id"], ongoing["tombstone"]) == (
+        "transaction_metadata", "tx-1", False)
+    assert {
+        k: ongoing["value"][k] for k in ("producer_id", "producer_epoch", "state", "transaction_timeout_ms",
+                                         "partitions")} == {
+        "producer_id": 77, "producer_epoch": 4, "state": "Ongoing", "transaction_timeout_ms": 60_000,
+        "partitions": ["orders-0", "orders-1"]}
+    tombstone, later = items[1]["records"]
+    assert (tombstone["transactional_id"], tombstone["tombstone"], tombstone["value"]) == ("tx-2", True, None)
+    assert (later["record_type"], later["key_version"]) == ("unknown", 99)  # skipped, as the server's load does
+    assert cli_main(["dump-log", str(path.parent)]) == 0
+    text = capsys.readouterr().out
+    assert "key: transaction_metadata::transactionalId=tx-1 payload: {" in text and '"state":"Ongoing"' in text
+    assert "key: transaction_metadata::transactionalId=tx-2 payload: <DELETE>" in text
