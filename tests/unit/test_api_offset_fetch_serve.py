@@ -88,6 +88,7 @@ REQUESTS: list[list[tuple[str, dict[str, list[int]] | None]]] = [
     [("g1", {"a": [2, 0], "zz": [0]}), ("g2", None), ("never", None), ("never", {"a": [0]})],
     [("g2", {"secret": [0], "b": [1, 0]})],
     [("", None), ("g1", {})],
+    [],  # v8+ with no group at all (found by the fuzzer: it once went unanswered)
 ]
 
 

@@ -166,6 +166,8 @@ class _FetchReply:
         self.missing = len(req.groups)
 
     def now_or_later(self) -> bytes | asyncio.Future[bytes]:
+        if not self.req.groups and self.error is None:
+            self._complete()  # v8+ with no group at all: answered with none, as Kafka answers it
         if self.frame is not None:
             return self.frame
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
@@ -179,6 +181,9 @@ class _FetchReply:
         self.missing -= 1
         if self.missing or self.error is not None:
             return
+        self._complete()
+
+    def _complete(self) -> None:
         results = [a for a in self.answers if a is not None]
         version = self.req.api_version
         if version < MIN_VERSION:
