@@ -3,29 +3,24 @@ altered with --add-config (a list value in brackets) and --delete-config, a refu
 server's message, and the broker's settings."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from coordinator_server.cli import main as cli_main
 from coordinator_server.tools.configs import alter_ops, split_configs
 
+from .cli_support import run_tool, run_tool_json
 from .conftest import ServerProcess
 
 pytestmark = pytest.mark.integration
 
 
 def run(capsys: pytest.CaptureFixture[str], srv: ServerProcess, *args: str) -> tuple[int, str, str]:
-    code = cli_main(["configs", *args, "--bootstrap-server", srv.address])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_tool(capsys, "configs", srv, *args)
 
 
 def run_json(capsys: pytest.CaptureFixture[str], srv: ServerProcess, *args: str) -> Any:
-    code, out, err = run(capsys, srv, *args, "--json")
-    assert code == 0, err
-    return json.loads(out)
+    return run_tool_json(capsys, "configs", srv, *args)
 
 
 def test_item_parsing() -> None:

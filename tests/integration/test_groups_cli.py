@@ -18,6 +18,7 @@ from kafka.structs import OffsetAndMetadata
 from coordinator_server.cli import main as cli_main
 from tests.client_contract import kafka_python_commit, kafka_python_join
 
+from .cli_support import run_tool, run_tool_json
 from .conftest import ServerFactory, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -29,15 +30,11 @@ COMMITTED = {0: 4, 1: 1, 2: 2}  # what the group commits: lag 1 + 2 + 0 = 3
 
 
 def run(capsys: pytest.CaptureFixture[str], srv: ServerProcess, *args: str) -> tuple[int, str, str]:
-    code = cli_main(["groups", *args, "--bootstrap-server", srv.address])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_tool(capsys, "groups", srv, *args)
 
 
 def run_json(capsys: pytest.CaptureFixture[str], srv: ServerProcess, *args: str) -> Any:
-    code, out, err = run(capsys, srv, *args, "--json")
-    assert code == 0, err
-    return json.loads(out)
+    return run_tool_json(capsys, "groups", srv, *args)
 
 
 def produce(srv: ServerProcess) -> None:
