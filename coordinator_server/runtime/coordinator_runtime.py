@@ -47,7 +47,7 @@ from coordinator_server.group.coordinator import GroupCoordinator
 from coordinator_server.metrics import ConsumerGroupMetrics, GroupMetrics
 from coordinator_server.purgatory import Timer
 from coordinator_server.storage import CoordinatorLog
-from coordinator_server.storage.coordinator_log import CleanerConfig
+from coordinator_server.storage.coordinator_log import OFFSETS_LOG, open_from_config
 from protocol.errors import Errors
 
 from .appends import AppendListener, AppendPipeline, ReplicationGate
@@ -274,16 +274,7 @@ class CoordinatorRuntime:
 def open_coordinator_log(config: Config) -> CoordinatorLog:
     """Open (recovering) the `__consumer_offsets` log: the first thing a node opens, since it takes the
     data directory's lock."""
-    return CoordinatorLog.open(
-        config.data_dir, config.offsets_partitions, config.fsync, segment_ms=config.log_roll_ms,
-        syncfs=config.fsync_method == "auto",
-        cleaner=CleanerConfig(
-            enabled=config.log_cleaner_enable,
-            min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,
-            delete_retention_ms=config.delete_retention_ms,
-            backoff_ms=config.log_cleaner_backoff_ms,
-        ),
-    )
+    return open_from_config(config, OFFSETS_LOG, config.offsets_partitions)
 
 
 def shared_timer(loop: asyncio.AbstractEventLoop) -> Timer:

@@ -45,7 +45,7 @@ import structlog
 from mypy_extensions import mypyc_attr
 
 from coordinator_server import metrics
-from coordinator_server.config import FsyncPolicy
+from coordinator_server.config import Config, FsyncPolicy
 from coordinator_server.group.records import CoordinatorRecord, OffsetCommitRecord
 from coordinator_server.storage import compaction
 from coordinator_server.storage.batch import HEADER_SIZE
@@ -110,6 +110,21 @@ def batch_size_estimate(encoded: Sequence[tuple[bytes, bytes | None]]) -> int:
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def open_from_config(config: Config, topic: CoordinatorTopic, partitions: int) -> CoordinatorLog:
+    """Open (recovering) `topic`'s log in the node's data directory with the node's fsync, roll and cleaner
+    settings: what `__consumer_offsets` and `__transaction_state` share."""
+    return CoordinatorLog.open(
+        config.data_dir, partitions, config.fsync, segment_ms=config.log_roll_ms,
+        syncfs=config.fsync_method == "auto", topic=topic,
+        cleaner=CleanerConfig(
+            enabled=config.log_cleaner_enable,
+            min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,
+            delete_retention_ms=config.delete_retention_ms,
+            backoff_ms=config.log_cleaner_backoff_ms,
+        ),
+    )
 
 
 # The runtime's tests drive it with a scripted log (tests/unit/test_runtime_appends.py).
@@ -507,4 +522,4 @@ def _write_meta(path: Path, partitions: int, topic: CoordinatorTopic = OFFSETS_L
 
 
 __all__ = ["LOCK_FILE", "META_FILE", "OFFSETS_LOG", "TRANSACTION_LOG", "CleanerConfig", "CoordinatorLog",
-           "CoordinatorTopic", "partition_dir"]
+           "CoordinatorTopic", "open_from_config", "partition_dir"]

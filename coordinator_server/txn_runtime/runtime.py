@@ -26,7 +26,7 @@ from typing import Protocol
 import structlog
 
 from coordinator_server.config import Config
-from coordinator_server.storage.coordinator_log import TRANSACTION_LOG, CleanerConfig, CoordinatorLog
+from coordinator_server.storage.coordinator_log import TRANSACTION_LOG, CoordinatorLog, open_from_config
 from coordinator_server.storage.errors import RecordTooLargeError, StorageError
 from coordinator_server.storage.group_commit import Appended
 from coordinator_server.txn.coordinator import (
@@ -163,13 +163,4 @@ class TransactionRuntime:
 def open_transaction_log(config: Config) -> CoordinatorLog:
     """Open (recovering) `__transaction_state`: after `__consumer_offsets`'s log, which holds the data
     directory's lock. Compacted with the same cleaner settings."""
-    return CoordinatorLog.open(
-        config.data_dir, config.transaction_state_log_num_partitions, config.fsync, segment_ms=config.log_roll_ms,
-        syncfs=config.fsync_method == "auto", topic=TRANSACTION_LOG,
-        cleaner=CleanerConfig(
-            enabled=config.log_cleaner_enable,
-            min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,
-            delete_retention_ms=config.delete_retention_ms,
-            backoff_ms=config.log_cleaner_backoff_ms,
-        ),
-    )
+    return open_from_config(config, TRANSACTION_LOG, config.transaction_state_log_num_partitions)
