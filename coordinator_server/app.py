@@ -151,7 +151,7 @@ async def build(config: Config) -> Node:
         if not clustered:
             # After the runtime, whose log holds the data directory's lock. A cluster runs no transaction
             # coordinator (its `__transaction_state` would have to be replicated and led like the offsets').
-            transactions = await _open_transactions(config, store)
+            transactions = await _open_transactions(config, store, writer, fetch_purgatory, runtime)
         return await _compose(config, security, runtime, store, writer, fetch_purgatory, replication, transactions)
     except BaseException:
         if replication is not None:
@@ -162,7 +162,10 @@ async def build(config: Config) -> Node:
         raise
 
 
-async def _open_transactions(config: Config, store: TopicStore) -> TransactionRuntime:
+async def _open_transactions(config: Config, store: TopicStore, writer: GroupCommitWriter,
+                             fetch_purgatory: DelayedOperationPurgatory[DelayedFetch],
+                             runtime: CoordinatorRuntime) -> TransactionRuntime:
+    from coordinator_server.net.data_plane.txn_markers import TopicTxnMarkers
     from coordinator_server.txn_runtime import TransactionRuntime, open_transaction_log
 
     try:
@@ -171,7 +174,14 @@ async def _open_transactions(config: Config, store: TopicStore) -> TransactionRu
         raise StartupError(f"cannot open the transaction log in {config.data_dir}: {e}") from e
     try:
         # Producer ids come from the one source idempotent producers' come from: unique in the directory.
-        return TransactionRuntime.open(config, txn_log, store.next_producer_id)
+        # Markers go to this node's topic partitions, through the writer Produce uses.
+        markers = TopicTxnMarkers(store, writer, SoleLeader(), fetch_purgatory, runtime)
+        transactions = TransactionRuntime.open(
+            config, txn_log, store.next_producer_id, markers=markers,
+            partition_exists=lambda topic, index: store.partition(topic, index) is not None)
+        transactions.start_sweeps(config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                                  config.transaction_remove_expired_transaction_cleanup_interval_ms)
+        return transactions
     except BaseException as e:
         await txn_log.close()
         if isinstance(e, Exception):

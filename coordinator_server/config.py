@@ -63,6 +63,9 @@ class Config:
     # The transaction coordinator (one node only; docs/transactions.md).
     transaction_state_log_num_partitions: int = 50  # transaction.state.log.num.partitions
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms (7 days)
     initial_rebalance_delay_ms: int = 3000
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
@@ -234,6 +237,15 @@ _OPTIONS: list[tuple[str, str, object, str]] = [
      "transaction.state.log.num.partitions: partitions of a new data directory's __transaction_state"),
     ("--transaction-max-timeout-ms", "transaction_max_timeout_ms", _positive,
      "transaction.max.timeout.ms: a longer transaction timeout gets INVALID_TRANSACTION_TIMEOUT"),
+    ("--transaction-abort-timed-out-transaction-cleanup-interval-ms",
+     "transaction_abort_timed_out_transaction_cleanup_interval_ms", _positive,
+     "transaction.abort.timed.out.transaction.cleanup.interval.ms: how often transactions past their "
+     "timeout are aborted"),
+    ("--transaction-remove-expired-transaction-cleanup-interval-ms",
+     "transaction_remove_expired_transaction_cleanup_interval_ms", _positive,
+     "transaction.remove.expired.transaction.cleanup.interval.ms: how often unused transactional ids expire"),
+    ("--transactional-id-expiration-ms", "transactional_id_expiration_ms", _positive,
+     "transactional.id.expiration.ms: an id unused this long is removed"),
     ("--initial-rebalance-delay-ms", "initial_rebalance_delay_ms", _non_negative,
      "group.initial.rebalance.delay.ms"),
     ("--min-session-timeout-ms", "min_session_timeout_ms", _non_negative, "group.min.session.timeout.ms"),

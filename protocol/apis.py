@@ -62,6 +62,10 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
@@ -151,6 +155,10 @@ API_TABLE: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 0, 7),
     ApiSpec(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     ApiSpec(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+    # Transactions v1 (the finalized transaction.version is 0): a producer's AddPartitionsToTxn (v4+ is the
+    # brokers' batched verify form) and EndTxn v0-4 (v5 is transactions v2).
+    ApiSpec(ApiKey.AddPartitionsToTxn, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
+    ApiSpec(ApiKey.EndTxn, EndTxnRequest, EndTxnResponse, 0, 4),
     ApiSpec(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 2, 7),
     ApiSpec(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
     ApiSpec(ApiKey.CreatePartitions, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),

@@ -18,8 +18,10 @@ from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
 
+from coordinator_server.net.data_plane.add_partitions_to_txn import AddPartitionsToTxnHandler
 from coordinator_server.net.data_plane.alter_configs import AlterConfigsHandler
 from coordinator_server.net.data_plane.describe_configs import DescribeConfigsHandler
+from coordinator_server.net.data_plane.end_txn import EndTxnHandler
 from coordinator_server.net.data_plane.fetch import FetchHandler
 from coordinator_server.net.data_plane.init_producer_id import InitProducerIdHandler, TransactionalIds
 from coordinator_server.net.data_plane.list_offsets import ListOffsetsHandler
@@ -60,6 +62,8 @@ class DataHandlers:
         self.list_offsets = ListOffsetsHandler(readable, leadership)
         self.offset_for_leader_epoch = OffsetForLeaderEpochHandler(readable, leadership)
         self.init_producer_id = InitProducerIdHandler(store, admin, transactions)
+        self.add_partitions_to_txn = AddPartitionsToTxnHandler(store, transactions)
+        self.end_txn = EndTxnHandler(transactions)
         self.topic_admin = TopicAdminHandlers(store, admin, node_id, fetch_purgatory, runtime, broker)
         self.describe_configs = DescribeConfigsHandler(configs, node_id)
         self.alter_configs = AlterConfigsHandler(configs, node_id)
@@ -78,6 +82,12 @@ class DataHandlers:
 
     def handle_init_producer_id(self, req: ApiMessage, version: int, access: Access) -> _Answer:
         return self.init_producer_id.handle_init_producer_id(req, version, access)
+
+    def handle_add_partitions_to_txn(self, req: ApiMessage, version: int, access: Access) -> _Answer:
+        return self.add_partitions_to_txn.handle_add_partitions_to_txn(req, version, access)
+
+    def handle_end_txn(self, req: ApiMessage, version: int, access: Access) -> _Answer:
+        return self.end_txn.handle_end_txn(req, version, access)
 
     def handle_create_topics(self, req: ApiMessage, version: int, access: Access) -> _Answer:
         return self.topic_admin.handle_create_topics(req, version, access)

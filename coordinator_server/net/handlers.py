@@ -119,6 +119,8 @@ class RequestHandlers:
             ApiKey.ListOffsets: self.handle_list_offsets,
             ApiKey.OffsetForLeaderEpoch: self.handle_offset_for_leader_epoch,
             ApiKey.InitProducerId: _versioned(data.handle_init_producer_id),
+            ApiKey.AddPartitionsToTxn: _versioned(data.handle_add_partitions_to_txn),
+            ApiKey.EndTxn: _versioned(data.handle_end_txn),
             ApiKey.CreateTopics: _versioned(data.handle_create_topics),
             ApiKey.DeleteTopics: _versioned(data.handle_delete_topics),
             ApiKey.CreatePartitions: _versioned(data.handle_create_partitions),

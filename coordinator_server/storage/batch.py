@@ -41,6 +41,9 @@ LEADER_EPOCH: Final = struct.Struct(">i")
 LEADER_EPOCH_POS: Final = 12
 _LENGTH: Final = struct.Struct(">i")
 _NO_PRODUCER: Final = -1
+# Batch attribute bits (Kafka's DefaultRecordBatch): part of a transaction; a control batch (a marker).
+TRANSACTIONAL_BIT: Final = 0x10
+CONTROL_BIT: Final = 0x20
 
 
 class LogRecord(NamedTuple):
@@ -54,11 +57,12 @@ class BatchInfo(ValueClass):
     """What a v2 batch header says, plus where the batch sits; enough for idempotence and indexing. A
     ValueClass: one is read per batch written, and a NamedTuple's interpreted `__new__` was most of that."""
 
-    __slots__ = ("base_offset", "base_sequence", "last_offset", "leader_epoch", "max_timestamp", "position",
-                 "producer_epoch", "producer_id", "size")
+    __slots__ = ("attributes", "base_offset", "base_sequence", "last_offset", "leader_epoch", "max_timestamp",
+                 "position", "producer_epoch", "producer_id", "size")
 
     def __init__(self, base_offset: int, last_offset: int, max_timestamp: int, producer_id: int,
-                 producer_epoch: int, base_sequence: int, position: int, size: int, leader_epoch: int = 0) -> None:
+                 producer_epoch: int, base_sequence: int, position: int, size: int, leader_epoch: int = 0,
+                 attributes: int = 0) -> None:
         self.base_offset: Final = base_offset
         self.last_offset: Final = last_offset
         self.max_timestamp: Final = max_timestamp
@@ -68,18 +72,27 @@ class BatchInfo(ValueClass):
         self.position: Final = position  # where the batch sits in its segment
         self.size: Final = size
         self.leader_epoch: Final = leader_epoch  # PartitionLeaderEpoch: the epoch of the leader that appended it
+        self.attributes: Final = attributes  # compression, timestamp type, transactional and control bits
 
-    def _fields(self) -> tuple[int, int, int, int, int, int, int, int, int]:
+    def _fields(self) -> tuple[int, int, int, int, int, int, int, int, int, int]:
         return (self.base_offset, self.last_offset, self.max_timestamp, self.producer_id, self.producer_epoch,
-                self.base_sequence, self.position, self.size, self.leader_epoch)
+                self.base_sequence, self.position, self.size, self.leader_epoch, self.attributes)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
 
     @staticmethod
     def parse(buf: bytes | bytearray | memoryview, position: int = 0, at: int = 0) -> BatchInfo:
         """The header at `buf[at:]`; `position` is where the batch sits in its segment."""
-        (base, length, epoch, _magic, _crc, _attrs, last_delta, _first_ts, max_ts, pid, p_epoch, base_seq,
+        (base, length, epoch, _magic, _crc, attrs, last_delta, _first_ts, max_ts, pid, p_epoch, base_seq,
          _count) = _HEADER.unpack_from(buf, at)
         return BatchInfo(base, base + last_delta, max_ts, pid, p_epoch, base_seq, position, LOG_OVERHEAD + length,
-                         epoch)
+                         epoch, attrs)
 
     @property
     def last_sequence(self) -> int:
@@ -175,9 +188,6 @@ def check_batch(buf: bytes | bytearray, expected_offset: int | None, gaps: bool 
     if expected_offset is not None and (base_offset < expected_offset if gaps else base_offset != expected_offset):
         raise BadBatch(f"base offset {base_offset}, expected {'at least ' if gaps else ''}{expected_offset}",
                        complete=True)
-    if batch.is_control_batch or batch.is_transactional:
-        # This server writes neither; reading them as plain records would apply aborted data.
-        raise BadBatch("transactional or control batch, which this server does not read", complete=True)
     count = batch.records_count
     delta = batch.last_offset_delta
     if count < 1 or (delta < count - 1 if gaps else delta != count - 1):

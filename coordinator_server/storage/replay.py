@@ -46,7 +46,7 @@ from typing import Any
 import structlog
 
 from coordinator_server.group.records import CoordinatorRecord, GroupMetadataRecord, OffsetCommitRecord
-from coordinator_server.storage.batch import BadBatch, batch_records
+from coordinator_server.storage.batch import CONTROL_BIT, TRANSACTIONAL_BIT, BadBatch, batch_records
 from coordinator_server.storage.codec import (
     CONSUMER_GROUP_KEY,
     OFFSET_COMMIT_KEY,
@@ -159,6 +159,10 @@ def _records(raw: bytes, gaps: bool) -> list[tuple[int, bytes | None, bytes | No
 
 
 def _slow_records(raw: bytes, gaps: bool) -> list[tuple[int, bytes | None, bytes | None]]:
+    if _HEADER.unpack_from(raw)[5] & (TRANSACTIONAL_BIT | CONTROL_BIT):
+        # Transactional offsets are not read into groups yet: applying them as plain commits would apply
+        # aborted ones. (Topic partitions hold such batches; recovery accepts them there.)
+        raise BadBatch("transactional or control batch, which this server does not read", complete=True)
     return [(r.offset, r.key, r.value) for r in batch_records(DefaultRecordBatch(raw), gaps)]
 
 

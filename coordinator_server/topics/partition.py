@@ -20,6 +20,7 @@ from coordinator_server import metrics
 from coordinator_server.storage.group_commit import Target
 from coordinator_server.storage.log import HEADER_SIZE, BatchInfo, FileIO, PartitionLog
 from coordinator_server.topics.producer_state import NO_PRODUCER_ID, ProducerStateManager
+from coordinator_server.topics.transactions import BadMarker, PartitionTransactions, parse_marker
 from protocol.errors import Errors, KafkaError
 
 with warnings.catch_warnings():
@@ -90,9 +91,12 @@ def validate_batch(records: bytes | None, max_message_bytes: int) -> tuple[Batch
     if count < 1 or batch.last_offset_delta != count - 1:
         raise KafkaError(Errors.INVALID_RECORD,
                               f"{count} records with last offset delta {batch.last_offset_delta}")
-    if batch.is_transactional or batch.is_control_batch:
-        raise KafkaError(Errors.INVALID_RECORD, "transactions are not supported by this server")
+    if batch.is_control_batch:
+        # Markers are the transaction coordinator's to write (WriteTxnMarkers), never a producer's.
+        raise KafkaError(Errors.INVALID_RECORD, "a producer may not write control batches")
     info = BatchInfo.parse(records)
+    if batch.is_transactional and info.producer_id == NO_PRODUCER_ID:
+        raise KafkaError(Errors.INVALID_RECORD, "a transactional batch without a producer id")
     if info.producer_id != NO_PRODUCER_ID and (info.base_sequence < 0 or info.producer_epoch < 0):
         raise KafkaError(Errors.INVALID_RECORD, "idempotent batch without a sequence or epoch")
     return info, bytes(records)
@@ -104,6 +108,7 @@ class Partition:
         self.index = index
         self.log = log
         self.producers = ProducerStateManager()
+        self.transactions = PartitionTransactions()
         # What the group-commit writer knows of this partition; its fence is set when an fsync failed:
         # the kernel may have dropped the pages, so no more appends until a restart re-reads what is
         # really on disk (the same rule as the coordinator log's).
@@ -118,10 +123,27 @@ class Partition:
         return part
 
     def rebuild_producer_state(self) -> None:
-        """From the batches in the log (at open, and after a truncation cut some)."""
+        """Producer state and transactions from the batches in the log (at open, and after a truncation cut
+        some), through the same calls as live appends make. A marker's type is read from its record."""
         self.producers = ProducerStateManager()
+        self.transactions = PartitionTransactions()
         for info in self.log.batch_infos():
-            self.producers.on_appended(info, info.base_offset)
+            self._on_batch(info, info.base_offset)
+
+    def _on_batch(self, info: BatchInfo, base: int) -> None:
+        if not info.is_control:
+            self.producers.on_appended(info, base)
+            if info.is_transactional:
+                self.transactions.on_transactional_batch(info.producer_id, base)
+            return
+        raw = self.log.batch_at(base)
+        try:
+            record = next(iter(DefaultRecordBatch(raw))) if raw is not None else None
+            commit, coordinator_epoch = parse_marker(record.key if record else None, record.value if record else None)
+        except (BadMarker, StopIteration, KafkaClientError, ValueError):
+            return  # not a marker this server can read: it ends nothing (Kafka skips unknown control types)
+        self.producers.on_marker(info.producer_id, info.producer_epoch, coordinator_epoch, info.max_timestamp)
+        self.transactions.on_marker(info.producer_id, base, commit)
 
     @property
     def failed(self) -> str | None:
@@ -158,7 +180,24 @@ class Partition:
         (base, last) offsets. Raises OSError when the write failed (then nothing was recorded)."""
         base = self.log.append_batches([prepared.batch], leader_epoch)[0]
         self.producers.on_appended(prepared.info, base)
+        if prepared.info.is_transactional:
+            self.transactions.on_transactional_batch(prepared.info.producer_id, base)
         return base, self.log.next_offset - 1
+
+    def write_marker(self, batch: bytes, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     commit: bool, timestamp_ms: int, leader_epoch: int = 0) -> tuple[int, int]:
+        """Write a COMMIT or ABORT control batch (checked by the caller with `producers.check_marker`): the
+        producer's transaction here ends at its offset. Raises OSError when the write failed."""
+        base = self.log.append_batches([batch], leader_epoch)[0]
+        self.producers.on_marker(producer_id, producer_epoch, coordinator_epoch, timestamp_ms)
+        self.transactions.on_marker(producer_id, base, commit)
+        return base, base
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """What a read_committed consumer may read below: the first offset of the oldest transaction not
+        yet decided and replicated, or the high watermark."""
+        self.transactions.on_high_watermark(high_watermark)
+        return self.transactions.last_stable_offset(high_watermark)
 
     def append(self, records: bytes | None, max_message_bytes: int, leader_epoch: int = 0) -> AppendResult:
         """Validate and append one produce partition's records without the writer (not yet durable)."""
@@ -178,7 +217,7 @@ class Partition:
         written = self.log.append_as_follower(batches)
         for batch in batches:
             info = BatchInfo.parse(batch)
-            self.producers.on_appended(info, info.base_offset)
+            self._on_batch(info, info.base_offset)
         return written
 
     def truncate_to(self, offset: int) -> int:

@@ -1,8 +1,9 @@
-"""Idempotent-producer state of one partition (Kafka's ProducerStateManager, non-transactional part).
+"""Producer state of one partition (Kafka's ProducerStateManager).
 
 Per producer id: its epoch and the metadata of its last five batches (Kafka's NumBatchesToRetain), so a
 retried batch is recognised and answered with the offset it got the first time instead of being
-appended again. Synchronous and clock-free; rebuilt on startup by replaying batch headers through
+appended again; for transactional producers also the first offset of the transaction open on this
+partition and the coordinator epoch of the last marker, which fences markers from a deposed coordinator. Synchronous and clock-free; rebuilt on startup by replaying batch headers through
 `on_appended`, exactly as live appends update it, so recovery and the request path cannot disagree.
 """
 from __future__ import annotations
@@ -29,6 +30,9 @@ class BatchMetadata:
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1  # of the last marker written for this producer
+    txn_first_offset: int = -1  # the open transaction's first offset here, -1 when none is open
+    last_timestamp: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -84,10 +88,42 @@ class ProducerStateManager:
         return SequenceCheck()
 
     def on_appended(self, info: BatchInfo, base_offset: int) -> None:
-        """Record a batch now in the log (live append or replay)."""
+        """Record a data batch now in the log (live append or replay)."""
         if info.producer_id == NO_PRODUCER_ID:
             return
         entry = self._producers.get(info.producer_id)
         if entry is None or info.producer_epoch > entry.epoch:
-            entry = self._producers[info.producer_id] = ProducerEntry(info.producer_epoch)
+            entry = self._bumped(info.producer_id, info.producer_epoch, entry)
         entry.batches.append(BatchMetadata(info.base_sequence, info.last_sequence, base_offset))
+        entry.last_timestamp = info.max_timestamp
+        if info.is_transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = base_offset
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> Errors:
+        """Whether a COMMIT or ABORT marker may be written for the producer: not from an epoch older than the
+        producer's here, nor from a coordinator older than the one that wrote its last marker."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return Errors.NONE
+        if producer_epoch < entry.epoch:
+            return Errors.INVALID_PRODUCER_EPOCH
+        if coordinator_epoch < entry.coordinator_epoch:
+            return Errors.TRANSACTION_COORDINATOR_FENCED
+        return Errors.NONE
+
+    def on_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, timestamp_ms: int) -> None:
+        """A marker is in the log: the producer's transaction here is over; a marker at a newer epoch (the
+        coordinator's abort of a fenced producer's transaction) moves the producer to that epoch."""
+        entry = self._producers.get(producer_id)
+        if entry is None or producer_epoch > entry.epoch:
+            entry = self._bumped(producer_id, producer_epoch, entry)
+        entry.coordinator_epoch = coordinator_epoch
+        entry.txn_first_offset = -1
+        entry.last_timestamp = timestamp_ms
+
+    def _bumped(self, producer_id: int, epoch: int, old: ProducerEntry | None) -> ProducerEntry:
+        # A new epoch restarts the sequences; the coordinator epoch and an open transaction carry over.
+        entry = self._producers[producer_id] = ProducerEntry(epoch)
+        if old is not None:
+            entry.coordinator_epoch, entry.txn_first_offset = old.coordinator_epoch, old.txn_first_offset
+        return entry

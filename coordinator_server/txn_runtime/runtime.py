@@ -13,14 +13,20 @@ The clock is wall time in milliseconds: the core stamps the records with it (las
 start), as Kafka's coordinator does, so that they mean the same after a restart.
 
 One node leads every partition, always at coordinator epoch 0 (the epoch only moves when leadership does).
-A decided transaction's markers: one with no partition is complete at once; writing them to the partitions
-of a transaction is not served yet (AddPartitionsToTxn is not either, so no transaction has partitions), and
-such markers are kept and logged rather than completed.
+A decided transaction's markers go to the topic partitions' writer (`MarkerWriter`, in process on one node);
+one with no partition is complete at once. A partition answered with a retriable error is tried again after
+`MARKER_RETRY_BACKOFF_S`; a partition whose topic is gone, or that refuses the marker as fenced, is dropped
+(Kafka's marker handler does the same); once no partition is left the core writes the completion.
+
+The sweep (`start_sweeps`) asks the core every cleanup interval to abort transactions past their timeout
+(transaction.abort.timed.out.transaction.cleanup.interval.ms) and to expire unused ids.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 import structlog
@@ -44,6 +50,22 @@ log = structlog.get_logger(__name__)
 COORDINATOR_EPOCH = 0
 
 
+MARKER_RETRY_BACKOFF_S = 0.1
+# Answers after which a partition's marker is tried again (Kafka's TransactionMarkerRequestCompletionHandler).
+_RETRIABLE = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR, Errors.NOT_ENOUGH_REPLICAS,
+                        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, Errors.REQUEST_TIMED_OUT,
+                        Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.NOT_COORDINATOR})
+
+
+class MarkerWriter(Protocol):
+    """Writes COMMIT/ABORT markers to partitions (`net.data_plane.txn_markers.TopicTxnMarkers`); `on_done`
+    once, with each partition's answer, when every marker is durable or refused."""
+
+    def write_txn_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                          partitions: Sequence[tuple[str, int]],
+                          on_done: Callable[[dict[tuple[str, int], Errors]], None]) -> None: ...
+
+
 class TransactionLog(Protocol):
     """What the shell needs of the `__transaction_state` log (`storage.coordinator_log.CoordinatorLog`)."""
 
@@ -64,25 +86,32 @@ def wall_clock_ms() -> int:
 
 class TransactionRuntime:
     def __init__(self, log_: TransactionLog, coordinator: TransactionCoordinator,
-                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 clock_ms: Callable[[], int] = wall_clock_ms, markers: MarkerWriter | None = None,
+                 partition_exists: Callable[[str, int], bool] | None = None) -> None:
         self.log = log_
         self.coordinator = coordinator
         self._clock_ms = clock_ms
         self._driving = False
         self._closed = False
-        # Decided transactions with partitions: their markers are not written yet (see the module's doc).
-        self.unwritten_markers: list[TxnMarkers] = []
+        self._markers = markers
+        self._partition_exists = partition_exists
+        self._sweeps: list[asyncio.Task[None]] = []
+        # Decided transactions whose markers are being written: the partitions still to do.
+        self.pending_markers: dict[TxnMarkers, set[tuple[str, int]]] = {}
 
     @classmethod
     def open(cls, config: Config, log_: TransactionLog, new_producer_id: Callable[[], int],
-             clock_ms: Callable[[], int] = wall_clock_ms) -> TransactionRuntime:
+             clock_ms: Callable[[], int] = wall_clock_ms, markers: MarkerWriter | None = None,
+             partition_exists: Callable[[str, int], bool] | None = None) -> TransactionRuntime:
         """The shell over `log_` (opened by the caller, `open_transaction_log`), with every partition loaded.
         `new_producer_id` hands out producer ids unique across the data directory's life (the topic store's,
         which idempotent producers get theirs from too)."""
         started_s = time.monotonic()
         core = TransactionCoordinator(TxnConfig(partitions=log_.partitions,
-                                                max_timeout_ms=config.transaction_max_timeout_ms), new_producer_id)
-        runtime = cls(log_, core, clock_ms)
+                                                max_timeout_ms=config.transaction_max_timeout_ms,
+                                                id_expiration_ms=config.transactional_id_expiration_ms),
+                                      new_producer_id)
+        runtime = cls(log_, core, clock_ms, markers, partition_exists)
         ids = 0
         for partition in range(log_.partitions):
             core.begin_loading(partition, COORDINATOR_EPOCH)
@@ -105,12 +134,67 @@ class TransactionRuntime:
         self.coordinator.handle_init_producer_id(transactional_id, timeout_ms, expected, self._clock_ms(), reply)
         self._drive()
 
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Sequence[tuple[str, int]], reply: Callable[[Errors], None]) -> None:
+        """AddPartitionsToTxn (v0-3); `reply` once the transaction's record is durable, or with the refusal."""
+        if self._closed:
+            reply(Errors.NOT_COORDINATOR)
+            return
+        self.coordinator.handle_add_partitions(transactional_id, producer_id, producer_epoch, partitions,
+                                               self._clock_ms(), reply)
+        self._drive()
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                reply: Callable[[Errors], None]) -> None:
+        """EndTxn: `reply` once the decision is durable; the markers follow."""
+        if self._closed:
+            reply(Errors.NOT_COORDINATOR)
+            return
+        self.coordinator.handle_end_txn(transactional_id, producer_id, producer_epoch, commit, self._clock_ms(),
+                                        reply)
+        self._drive()
+
+    def abort_timed_out(self) -> int:
+        """Fence and abort the transactions past their timeout; how many were."""
+        if self._closed:
+            return 0
+        aborted = self.coordinator.abort_timed_out(self._clock_ms())
+        if aborted:
+            log.info("transactions_timed_out_aborted", count=aborted)
+        self._drive()
+        return aborted
+
+    def expire_ids(self) -> int:
+        """Remove the ids unused for transactional.id.expiration.ms; how many were."""
+        if self._closed:
+            return 0
+        expired = self.coordinator.expire_ids(self._clock_ms())
+        if expired:
+            log.info("transactional_ids_expired", count=expired)
+        self._drive()
+        return expired
+
+    def start_sweeps(self, abort_interval_ms: int, expire_interval_ms: int) -> None:
+        """Run the two sweeps on the running loop until `close`."""
+        async def every(interval_ms: int, sweep: Callable[[], int]) -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                sweep()
+
+        loop = asyncio.get_running_loop()
+        self._sweeps += [loop.create_task(every(abort_interval_ms, self.abort_timed_out)),
+                         loop.create_task(every(expire_interval_ms, self.expire_ids))]
+
     async def close(self) -> None:
         """Take no more requests; the log waits for the writes in flight (their requests are answered) and
         is flushed and closed."""
         if self._closed:
             return
         self._closed = True
+        for task in self._sweeps:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await self.log.close()
 
     # -- the shell's half of the core's protocol ------------------------------------------------------------
@@ -155,9 +239,41 @@ class TransactionRuntime:
         if not decided.partitions:
             self.coordinator.markers_written(decided, now_ms)
             return
-        log.warning("transaction_markers_not_written", transactional_id=decided.transactional_id,
-                    partitions=len(decided.partitions), commit=decided.commit)
-        self.unwritten_markers.append(decided)
+        self.pending_markers[decided] = set(decided.partitions)
+        self._send_markers(decided)
+
+    def _send_markers(self, decided: TxnMarkers) -> None:
+        left = self.pending_markers.get(decided)
+        if left is None or self._closed:
+            return
+        if self._markers is None:
+            log.warning("transaction_markers_not_written", transactional_id=decided.transactional_id,
+                        partitions=len(left), commit=decided.commit)
+            return
+
+        def answered(errors: dict[tuple[str, int], Errors]) -> None:
+            retry = False
+            for key, error in errors.items():
+                if error in _RETRIABLE or (error == Errors.UNKNOWN_TOPIC_OR_PARTITION and self._exists(key)):
+                    retry = True
+                    continue
+                if error != Errors.NONE:
+                    # Fenced, or the topic is gone: nothing more to write there (Kafka drops it too).
+                    log.warning("transaction_marker_dropped", transactional_id=decided.transactional_id,
+                                topic=key[0], partition=key[1], error=error.name)
+                left.discard(key)
+            if not left:
+                del self.pending_markers[decided]
+                self.coordinator.markers_written(decided, self._clock_ms())
+                self._drive()
+            elif retry:
+                asyncio.get_running_loop().call_later(MARKER_RETRY_BACKOFF_S, self._send_markers, decided)
+
+        self._markers.write_txn_markers(decided.producer_id, decided.producer_epoch, decided.coordinator_epoch,
+                                        decided.commit, sorted(left), answered)
+
+    def _exists(self, key: tuple[str, int]) -> bool:
+        return self._partition_exists is not None and self._partition_exists(*key)
 
 
 def open_transaction_log(config: Config) -> CoordinatorLog:

@@ -46,6 +46,8 @@ RANGES_V0 = h(
     "0014" "0001" "0006"  # DeleteTopics 1-6
     "0016" "0000" "0004"  # InitProducerId 0-4
     "0017" "0002" "0004"  # OffsetForLeaderEpoch 2-4
+    "0018" "0000" "0003"  # AddPartitionsToTxn 0-3
+    "001a" "0000" "0004"  # EndTxn 0-4
     "0020" "0001" "0004"  # DescribeConfigs 1-4
     "0021" "0000" "0002"  # AlterConfigs 0-2
     "0024" "0000" "0002"  # SaslAuthenticate 0-2
@@ -62,7 +64,7 @@ def test_api_table_is_exactly_the_served_ranges() -> None:
     assert advertised_ranges() == [
         (0, 0, 9), (1, 0, 13), (2, 0, 7), (3, 0, 12), (7, 1, 3), (8, 1, 9), (9, 1, 9), (10, 0, 6), (11, 0, 9),
         (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (17, 0, 1), (18, 0, 4), (19, 2, 7),
-        (20, 1, 6), (22, 0, 4), (23, 2, 4), (32, 1, 4), (33, 0, 2), (36, 0, 2), (37, 0, 3), (42, 0, 2), (44, 0, 1),
+        (20, 1, 6), (22, 0, 4), (23, 2, 4), (24, 0, 3), (26, 0, 4), (32, 1, 4), (33, 0, 2), (36, 0, 2), (37, 0, 3), (42, 0, 2), (44, 0, 1),
         (47, 0, 0), (68, 0, 1), (69, 0, 1),
     ]
     assert {k: API_TABLE[k].request.name for k in API_TABLE}[11] == "JoinGroupRequest"
@@ -157,7 +159,7 @@ def test_response_header_v1_for_flexible() -> None:
 
 
 def test_api_versions_v0() -> None:
-    body = h("0000" "0000001d") + RANGES_V0
+    body = h("0000" "0000001f") + RANGES_V0
     assert encode_response(api_versions_body(0), 9) == h("%08x" % (4 + len(body)) + "00000009") + body
 
 
@@ -170,13 +172,13 @@ def test_api_versions_v3_keeps_header_v0() -> None:
     for version, tags in ((3, h("02") + epoch + finalized), (4, h("03") + supported + epoch + finalized)):
         # compact array (n+1), throttle, then the features as tagged fields; v3 leaves out a supported range
         # that starts at 0, as Kafka does.
-        body = h("0000" "1e") + entries + h("00000000") + tags
+        body = h("0000" "20") + entries + h("00000000") + tags
         expected = h("%08x" % (4 + len(body)) + "00000009") + body  # header v0: no tagged fields
         assert encode_response(api_versions_body(version), 9) == expected
 
 
 def test_unsupported_version_answer_is_v0_layout_with_our_ranges() -> None:
-    body = h("0023" "0000001d") + RANGES_V0
+    body = h("0023" "0000001f") + RANGES_V0
     assert unsupported_api_versions_response(42) == h("%08x" % (4 + len(body)) + "0000002a") + body
 
 

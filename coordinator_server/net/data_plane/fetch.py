@@ -23,6 +23,9 @@ from protocol.message_format import down_convert, fetch_magic
 
 _FTopic = FetchResponse.FetchableTopicResponse
 _FPart = _FTopic.PartitionData
+_Aborted = _FPart.AbortedTransaction
+READ_COMMITTED = 1
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +60,11 @@ class FetchHandler:
         ]
         max_bytes = max(0, req.max_bytes) if version >= 3 else 1 << 31
         denied = {t.topic for t in targets if t.topic is not None and not access.topic("READ", t.topic)}
-        response, total, errors = self._read(targets, max_bytes, version, denied)
+        committed = version >= 4 and req.isolation_level == READ_COMMITTED
+        response, total, errors = self._read(targets, max_bytes, version, denied, committed)
         if req.max_wait_ms > 0 and total < req.min_bytes and not errors and targets:
-            await self._wait_for_data(targets, req.max_wait_ms, req.min_bytes)
-            response, _, _ = self._read(targets, max_bytes, version, denied)
+            await self._wait_for_data(targets, req.max_wait_ms, req.min_bytes, committed)
+            response, _, _ = self._read(targets, max_bytes, version, denied, committed)
         return response
 
     def _fetched_topic(self, t: ApiMessage, version: int) -> str | None:
@@ -70,7 +74,8 @@ class FetchHandler:
         topic = self.store.get_by_id(t.topic_id)
         return topic.name if topic is not None else None
 
-    async def _wait_for_data(self, targets: list[_FetchTarget], max_wait_ms: int, min_bytes: int) -> None:
+    async def _wait_for_data(self, targets: list[_FetchTarget], max_wait_ms: int, min_bytes: int,
+                             committed: bool) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def available() -> int | None:
@@ -82,6 +87,8 @@ class FetchHandler:
                 error, hw, _epoch = self.leadership.read_view(part, t.current_leader_epoch)
                 if error != Errors.NONE:
                     return None  # no longer the leader: answer now, with the error
+                if committed:
+                    hw = part.last_stable_offset(hw)  # a marker (not only an append) may make data readable
                 visible = part.log.bytes_from(t.offset) - part.log.bytes_from(hw) if t.offset < hw else 0
                 total += min(visible, max(0, t.max_bytes))
             return total
@@ -97,14 +104,15 @@ class FetchHandler:
                 op.force_complete()
 
     def _read(self, targets: list[_FetchTarget], max_bytes: int, version: int,
-              denied: set[str]) -> tuple[ApiMessage, int, bool]:
+              denied: set[str], committed: bool) -> tuple[ApiMessage, int, bool]:
         remaining = max_bytes
         total = 0
         errors = False
         by_topic: dict[tuple[str | None, uuid.UUID | None], list[object]] = {}
         for t in targets:
             part = self.partitions.partition(t.topic, t.index) if t.topic is not None and t.topic not in denied else None
-            error, records, hw = Errors.NONE, b"", -1
+            error, records, hw, lso = Errors.NONE, b"", -1, -1
+            aborted: list[object] | None = None if version >= 4 else []
             if t.topic is None:
                 error = Errors.UNKNOWN_TOPIC_ID
             elif t.topic in denied:
@@ -122,15 +130,22 @@ class FetchHandler:
                 # limits, so a batch larger than the limits can never wedge a consumer. A consumer sees
                 # only what is committed: nothing at or past the high watermark.
                 hw = leader[1]
-                records = part.read(t.offset, min(t.max_bytes, remaining), min_one=total == 0, max_offset=hw)
+                # read_committed: nothing at or past the last stable offset, and the aborted transactions
+                # of the range read, so the client drops their records.
+                lso = part.last_stable_offset(hw)
+                upper = lso if committed else hw
+                records = part.read(t.offset, min(t.max_bytes, remaining), min_one=total == 0, max_offset=upper)
+                if committed and version >= 4:
+                    aborted = [_Aborted(producer_id=a.producer_id, first_offset=a.first_offset)
+                               for a in part.transactions.aborted_between(t.offset, upper)]
                 records = down_convert(records, fetch_magic(version))  # Fetch v0-3: message format 0 or 1
                 remaining -= len(records)
                 total += len(records)
             errors = errors or error != Errors.NONE
             by_topic.setdefault((t.topic, t.topic_id), []).append(_FPart(
-                partition_index=t.index, error_code=int(error), high_watermark=hw, last_stable_offset=hw,
+                partition_index=t.index, error_code=int(error), high_watermark=hw, last_stable_offset=lso,
                 log_start_offset=part.log_start_offset if part is not None else -1,
-                aborted_transactions=None if version >= 4 else [], preferred_read_replica=-1,
+                aborted_transactions=aborted, preferred_read_replica=-1,
                 records=records))
         response = FetchResponse[version](
             throttle_time_ms=0, error_code=0, session_id=0,

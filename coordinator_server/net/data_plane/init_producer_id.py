@@ -5,7 +5,7 @@ of a transactional id says the same), so it answers COORDINATOR_NOT_AVAILABLE th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from kafka.protocol.api_message import ApiMessage
@@ -27,6 +27,12 @@ class TransactionalIds(Protocol):
 
     def init_producer_id(self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None,
                          reply: Callable[[InitProducerIdResult], None]) -> None: ...
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Sequence[tuple[str, int]], reply: Callable[[Errors], None]) -> None: ...
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                reply: Callable[[Errors], None]) -> None: ...
 
 
 class InitProducerIdHandler:

@@ -36,7 +36,8 @@ class ListOffsetsHandler:
             for p in t.partitions:
                 current = p.current_leader_epoch if version >= 4 else -1
                 error, offset, timestamp, epoch = (
-                    self._list_offset(t.name, p.partition_index, p.timestamp, current, req.replica_id)
+                    self._list_offset(t.name, p.partition_index, p.timestamp, current, req.replica_id,
+                                      version >= 2 and req.isolation_level == READ_COMMITTED)
                     if describable else (Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1))
                 parts.append(_LPart(partition_index=p.partition_index, error_code=int(error), timestamp=timestamp,
                                     offset=offset, leader_epoch=epoch,
@@ -45,16 +46,18 @@ class ListOffsetsHandler:
         return ListOffsetsResponse[version](throttle_time_ms=0, topics=topics)
 
     def _list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int,
-                     replica_id: int) -> tuple[Errors, int, int, int]:
-        """(error, offset, timestamp, leader epoch). A consumer's LATEST is the high watermark (no
-        transactions here, so the last stable offset is the same); a broker or tool (replica id >= 0 or
-        -2) gets the log end, as Kafka's Partition.fetchOffsetForTimestamp answers."""
+                     replica_id: int, committed: bool) -> tuple[Errors, int, int, int]:
+        """(error, offset, timestamp, leader epoch). A consumer's LATEST is the high watermark, or for a
+        read_committed one the last stable offset; a broker or tool (replica id >= 0 or -2) gets the log
+        end, as Kafka's Partition.fetchOffsetForTimestamp answers."""
         part = self.partitions.partition(topic, index)
         if part is None:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
         error, hw, epoch = self.leadership.read_view(part, current_leader_epoch)
         if error != Errors.NONE:
             return error, -1, -1, -1
+        if committed and replica_id == CONSUMER_REPLICA_ID:
+            hw = part.last_stable_offset(hw)
         if timestamp == EARLIEST_TIMESTAMP:
             return Errors.NONE, part.log_start_offset, -1, epoch
         if timestamp == LATEST_TIMESTAMP:
@@ -63,6 +66,9 @@ class ListOffsetsHandler:
         if found is None or (replica_id == CONSUMER_REPLICA_ID and found[0] >= hw):
             return Errors.NONE, -1, -1, epoch  # no (committed) record at or after that time (Kafka's answer)
         return Errors.NONE, found[0], found[1], epoch
+
+
+READ_COMMITTED = 1
 
 
 def _old_style_offsets(version: int, p: ApiMessage, error: Errors, offset: int) -> list[int]:
