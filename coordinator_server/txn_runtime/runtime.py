@@ -35,6 +35,7 @@ from coordinator_server.config import Config
 from coordinator_server.storage.coordinator_log import TRANSACTION_LOG, CoordinatorLog, open_from_config
 from coordinator_server.storage.errors import RecordTooLargeError, StorageError
 from coordinator_server.storage.group_commit import Appended
+from coordinator_server.topics.registry import OFFSETS_TOPIC
 from coordinator_server.txn.coordinator import (
     InitProducerIdResult,
     TransactionCoordinator,
@@ -87,13 +88,15 @@ def wall_clock_ms() -> int:
 class TransactionRuntime:
     def __init__(self, log_: TransactionLog, coordinator: TransactionCoordinator,
                  clock_ms: Callable[[], int] = wall_clock_ms, markers: MarkerWriter | None = None,
-                 partition_exists: Callable[[str, int], bool] | None = None) -> None:
+                 partition_exists: Callable[[str, int], bool] | None = None,
+                 offsets_markers: MarkerWriter | None = None) -> None:
         self.log = log_
         self.coordinator = coordinator
         self._clock_ms = clock_ms
         self._driving = False
         self._closed = False
         self._markers = markers
+        self._offsets_markers = offsets_markers  # the group coordinator's, for `__consumer_offsets`
         self._partition_exists = partition_exists
         self._sweeps: list[asyncio.Task[None]] = []
         # Decided transactions whose markers are being written: the partitions still to do.
@@ -102,7 +105,8 @@ class TransactionRuntime:
     @classmethod
     def open(cls, config: Config, log_: TransactionLog, new_producer_id: Callable[[], int],
              clock_ms: Callable[[], int] = wall_clock_ms, markers: MarkerWriter | None = None,
-             partition_exists: Callable[[str, int], bool] | None = None) -> TransactionRuntime:
+             partition_exists: Callable[[str, int], bool] | None = None,
+             offsets_markers: MarkerWriter | None = None) -> TransactionRuntime:
         """The shell over `log_` (opened by the caller, `open_transaction_log`), with every partition loaded.
         `new_producer_id` hands out producer ids unique across the data directory's life (the topic store's,
         which idempotent producers get theirs from too)."""
@@ -111,7 +115,7 @@ class TransactionRuntime:
                                                 max_timeout_ms=config.transaction_max_timeout_ms,
                                                 id_expiration_ms=config.transactional_id_expiration_ms),
                                       new_producer_id)
-        runtime = cls(log_, core, clock_ms, markers, partition_exists)
+        runtime = cls(log_, core, clock_ms, markers, partition_exists, offsets_markers)
         ids = 0
         for partition in range(log_.partitions):
             core.begin_loading(partition, COORDINATOR_EPOCH)
@@ -269,8 +273,27 @@ class TransactionRuntime:
             elif retry:
                 asyncio.get_running_loop().call_later(MARKER_RETRY_BACKOFF_S, self._send_markers, decided)
 
-        self._markers.write_txn_markers(decided.producer_id, decided.producer_epoch, decided.coordinator_epoch,
-                                        decided.commit, sorted(left), answered)
+        # Topic partitions' markers go to their leader; `__consumer_offsets`' to the group coordinator, which
+        # also applies them to the pending offsets. One answer once both have answered.
+        by_writer: dict[bool, list[tuple[str, int]]] = {}
+        for key in sorted(left):
+            by_writer.setdefault(key[0] == OFFSETS_TOPIC, []).append(key)
+        merged: dict[tuple[str, int], Errors] = {}
+        waiting = [len(by_writer)]
+
+        def one_answered(errors: dict[tuple[str, int], Errors]) -> None:
+            merged.update(errors)
+            waiting[0] -= 1
+            if waiting[0] == 0:
+                answered(merged)
+
+        for offsets, keys in by_writer.items():
+            writer = self._offsets_markers if offsets else self._markers
+            if writer is None:
+                one_answered(dict.fromkeys(keys, Errors.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                writer.write_txn_markers(decided.producer_id, decided.producer_epoch, decided.coordinator_epoch,
+                                         decided.commit, keys, one_answered)
 
     def _exists(self, key: tuple[str, int]) -> bool:
         return self._partition_exists is not None and self._partition_exists(*key)

@@ -111,3 +111,18 @@ async def test_the_sweep_aborts_a_transaction_past_its_timeout(tmp_path: Path) -
     assert leader.asked == [(ids.producer_id, ids.producer_epoch + 1, False, [("t", 0)])]
     assert await call(runtime.end_txn, "tx", ids.producer_id, ids.producer_epoch, True) == Errors.PRODUCER_FENCED
     await runtime.close()
+
+
+async def test_offsets_partitions_markers_go_to_the_group_coordinator(tmp_path: Path) -> None:
+    topics, groups = ScriptedLeader(), ScriptedLeader({("__consumer_offsets", 7): [Errors.NOT_LEADER_OR_FOLLOWER]})
+    cfg = Config(data_dir=str(tmp_path), transaction_state_log_num_partitions=3)
+    runtime = TransactionRuntime.open(cfg, open_transaction_log(cfg), Ids(), markers=topics,
+                                      partition_exists=lambda t, p: True, offsets_markers=groups)
+    ids = await init(runtime, "tx")
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    assert await call(runtime.add_partitions, "tx", pid, epoch, [("t", 0), ("__consumer_offsets", 7)]) == Errors.NONE
+    assert await call(runtime.end_txn, "tx", pid, epoch, True) == Errors.NONE
+    await settled(runtime, "tx", S.COMPLETE_COMMIT)
+    assert topics.asked == [(pid, epoch, True, [("t", 0)])]
+    assert groups.asked == [(pid, epoch, True, [("__consumer_offsets", 7)])] * 2  # retried once
+    await runtime.close()
