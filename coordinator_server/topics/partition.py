@@ -196,6 +196,8 @@ class Partition:
     def last_stable_offset(self, high_watermark: int) -> int:
         """What a read_committed consumer may read below: the first offset of the oldest transaction not
         yet decided and replicated, or the high watermark."""
+        if self.transactions.idle:  # every partition without transactions: one check per fetch
+            return high_watermark
         self.transactions.on_high_watermark(high_watermark)
         return self.transactions.last_stable_offset(high_watermark)
 

@@ -83,6 +83,11 @@ class PartitionTransactions:
         self._unreplicated: deque[CompletedTxn] = deque()
         self._aborted: list[AbortedTxn] = []
 
+    @property
+    def idle(self) -> bool:
+        """Nothing open or unreplicated: the last stable offset is the high watermark."""
+        return not self._open and not self._unreplicated
+
     def is_open(self, producer_id: int) -> bool:
         return producer_id in self._open
 

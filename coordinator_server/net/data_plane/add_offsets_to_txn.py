@@ -4,19 +4,16 @@ transaction, and gets the transaction's marker when it ends. READ on the group i
 it (GROUP_AUTHORIZATION_FAILED); then the coordinator's answer is AddPartitionsToTxn's."""
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.producer import AddOffsetsToTxnResponse
 
 from coordinator_server.net.data_plane.add_partitions_to_txn import TransactionPartitions
+from coordinator_server.net.data_plane.txn_answers import coordinator_answer
 from coordinator_server.security.authorizer import Access
 from coordinator_server.topics.registry import OFFSETS_TOPIC
 from protocol.errors import Errors
-
-# PRODUCER_FENCED came with v2 here (KIP-588): older clients know it as INVALID_PRODUCER_EPOCH.
-PRODUCER_FENCED_SINCE = 2
 
 
 class AddOffsetsToTxnHandler:
@@ -30,19 +27,10 @@ class AddOffsetsToTxnHandler:
             return _answer(version, Errors.GROUP_AUTHORIZATION_FAILED)
         if self.transactions is None:
             return _answer(version, Errors.COORDINATOR_NOT_AVAILABLE)
-        answer: asyncio.Future[Errors] = asyncio.get_running_loop().create_future()
-
-        def reply(error: Errors) -> None:
-            if not answer.done():
-                answer.set_result(error)
-
+        coordinator = self.transactions
         partition = (OFFSETS_TOPIC, self.offsets_partition_for(req.group_id))
-        self.transactions.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [partition],
-                                         reply)
-        error = await answer
-        if error == Errors.PRODUCER_FENCED and version < PRODUCER_FENCED_SINCE:
-            error = Errors.INVALID_PRODUCER_EPOCH
-        return _answer(version, error)
+        return _answer(version, await coordinator_answer(lambda reply: coordinator.add_partitions(
+            req.transactional_id, req.producer_id, req.producer_epoch, [partition], reply), version))
 
 
 def _answer(version: int, error: Errors) -> ApiMessage:

@@ -5,19 +5,16 @@ coordinator's one answer goes to every partition. The batched, verify-only form 
 the coordinator: not served (transactions v2 is not finalized here)."""
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.producer import AddPartitionsToTxnResponse
 
+from coordinator_server.net.data_plane.txn_answers import coordinator_answer
 from coordinator_server.security.authorizer import Access
 from coordinator_server.topics.store import TopicStore
 from protocol.errors import Errors
-
-# PRODUCER_FENCED came with v2 here (KIP-588): older clients know it as INVALID_PRODUCER_EPOCH.
-PRODUCER_FENCED_SINCE = 2
 
 _Topic = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 _Part = _Topic.AddPartitionsToTxnPartitionResult
@@ -47,13 +44,10 @@ class AddPartitionsToTxnHandler:
             return _answer(version, {key: errors.get(key, Errors.OPERATION_NOT_ATTEMPTED) for key in partitions})
         if self.transactions is None:
             return _answer(version, dict.fromkeys(partitions, Errors.COORDINATOR_NOT_AVAILABLE))
-        answer: asyncio.Future[Errors] = asyncio.get_running_loop().create_future()
-        self.transactions.add_partitions(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
-                                         req.v3_and_below_producer_epoch, partitions,
-                                         _settle(answer))
-        error = await answer
-        if error == Errors.PRODUCER_FENCED and version < PRODUCER_FENCED_SINCE:
-            error = Errors.INVALID_PRODUCER_EPOCH
+        coordinator = self.transactions
+        error = await coordinator_answer(lambda reply: coordinator.add_partitions(
+            req.v3_and_below_transactional_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
+            partitions, reply), version)
         return _answer(version, dict.fromkeys(partitions, error))
 
 
@@ -65,9 +59,3 @@ def _answer(version: int, errors: dict[tuple[str, int], Errors]) -> ApiMessage:
         throttle_time_ms=0, results_by_topic_v3_and_below=[
             _Topic(name=topic, results_by_partition=parts) for topic, parts in by_topic.items()])
 
-
-def _settle(answer: asyncio.Future[Errors]) -> Callable[[Errors], None]:
-    def reply(error: Errors) -> None:
-        if not answer.done():
-            answer.set_result(error)
-    return reply
