@@ -7,7 +7,16 @@ import time
 from typing import Any
 
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
-from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
 
 from tests.integration.group_client import Connection
 
@@ -54,6 +63,42 @@ class TransactionalIdClient:
             if not retry or answer.error_code not in RETRIABLE or time.monotonic() > deadline:
                 return answer
             time.sleep(0.1)
+
+    def add_partitions(self, producer_id: int, producer_epoch: int, partitions: dict[str, list[int]], *,
+                       version: int = 3, retry: bool = True, timeout_s: float = 30.0) -> dict[tuple[str, int], int]:
+        """AddPartitionsToTxn (v0-3); each partition's error code. CONCURRENT_TRANSACTIONS (the previous
+        transaction's markers still being written) is retried, as producers do."""
+        request = AddPartitionsToTxnRequest[version](
+            v3_and_below_transactional_id=self.transactional_id, v3_and_below_producer_id=producer_id,
+            v3_and_below_producer_epoch=producer_epoch,
+            v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                                 for t, ps in partitions.items()])
+        deadline = time.monotonic() + timeout_s
+        while True:
+            answer = self.conn.call(request, AddPartitionsToTxnResponse)
+            codes = {(t.name, r.partition_index): r.partition_error_code
+                     for t in answer.results_by_topic_v3_and_below for r in t.results_by_partition}
+            if not retry or set(codes.values()) != {51} or time.monotonic() > deadline:
+                return codes
+            time.sleep(0.05)
+
+    def add_offsets(self, producer_id: int, producer_epoch: int, group_id: str, *, version: int = 3) -> int:
+        return self.conn.call(AddOffsetsToTxnRequest[version](
+            transactional_id=self.transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            group_id=group_id), AddOffsetsToTxnResponse).error_code
+
+    def end_txn(self, producer_id: int, producer_epoch: int, commit: bool, *, version: int = 3,
+                retry: bool = False, timeout_s: float = 30.0) -> int:
+        """EndTxn; with `retry`, CONCURRENT_TRANSACTIONS (the markers still being written) is retried, as a
+        producer retries its commit, so that the answer does not depend on how fast the markers went."""
+        request = EndTxnRequest[version](transactional_id=self.transactional_id, producer_id=producer_id,
+                                         producer_epoch=producer_epoch, committed=commit)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            code = self.conn.call(request, EndTxnResponse).error_code
+            if not retry or code != 51 or time.monotonic() > deadline:
+                return code
+            time.sleep(0.05)
 
     def close(self) -> None:
         self.conn.close()
