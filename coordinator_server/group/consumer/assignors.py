@@ -83,6 +83,10 @@ def uniform_assign(members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID,
     return _uniform_heterogeneous(members, topics, subscriptions)
 
 
+def _first(entry: tuple[int, object, object, object, object]) -> int:
+    return entry[0]
+
+
 def _uniform_homogeneous(members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, TopicMetadata],
                          subscriptions: Mapping[str, frozenset[uuid.UUID]]) -> dict[str, Assignment]:
     """Members in id order keep what they had up to their quota (one more than the minimum while extras
@@ -98,41 +102,43 @@ def _uniform_homogeneous(members: Mapping[str, MemberSpec], topics: Mapping[uuid
     order = sorted(members)
     subscribed = subscriptions[order[0]]
     topic_order = sorted(subscribed, key=lambda t: topics[t].name)
-    rank = {t: i for i, t in enumerate(topic_order)}
     counts = {t: topics[t].num_partitions for t in topic_order}
     min_quota, extras = divmod(sum(counts.values()), len(order))
     taken: dict[uuid.UUID, set[int]] = {t: set() for t in topic_order}
+    # One look-up per topic a member holds (a topic id's hash is computed in Python, per call).
+    per_topic = {t: (i, counts[t], taken[t]) for i, t in enumerate(topic_order)}
     result: dict[str, list[TopicPartition]] = {}
     whole: set[str] = set()  # members that kept every partition of a previous target with no empty topic
     for member_id in order:
         assigned = members[member_id].assigned
         kept: list[TopicPartition] = []
+        kept_in: list[set[int]] = []  # the taken set of each kept partition's topic
         previous_count = 0
         intact = True
-        held = [t for t in assigned if t in rank]
-        if len(held) != len(assigned):
-            intact = False
-        if len(held) > 1:
-            held.sort(key=rank.__getitem__)
-        for topic_id in held:
-            partitions = assigned[topic_id]
-            if not partitions:
+        held = []
+        for topic_id, partitions in assigned.items():
+            info = per_topic.get(topic_id)
+            if info is None or not partitions:
                 intact = False
                 continue
+            held.append((info[0], topic_id, partitions, info[1], info[2]))
+        if len(held) > 1:
+            held.sort(key=_first)
+        for _, topic_id, partitions, count, topic_taken in held:
             previous_count += len(partitions)
-            count = counts[topic_id]
-            topic_taken = taken[topic_id]
             for partition in sorted(partitions) if len(partitions) > 1 else partitions:
                 if partition < count and partition not in topic_taken:
                     kept.append((topic_id, partition))
+                    kept_in.append(topic_taken)
         quota = min_quota
         if len(kept) > min_quota and extras > 0:
             quota += 1
             extras -= 1
         if len(kept) > quota:
             del kept[quota:]
-        for topic_id, partition in kept:
-            taken[topic_id].add(partition)
+            del kept_in[quota:]
+        for (_, partition), topic_taken in zip(kept, kept_in, strict=True):
+            topic_taken.add(partition)
         result[member_id] = kept
         if intact and kept and len(kept) == previous_count:
             whole.add(member_id)
