@@ -315,6 +315,10 @@ class GroupCoordinator(CoordinatorShard):
         self._tick(now_ms)
         self.consumer.handle_heartbeat(inp, respond)
 
+    def note_consumer_heartbeat_arrival(self, inp: ConsumerGroupHeartbeatInput, arrival_ms: int) -> None:
+        """At arrival, before the heartbeat queues behind its group's lock: its member's session runs from now."""
+        self.consumer.note_heartbeat_arrival(inp.group_id, inp.member_id, inp.member_epoch, arrival_ms)
+
     def handle_consumer_group_describe(self, group_ids: list[str], now_ms: int) -> list[ConsumerGroupDescription]:
         self._tick(now_ms)
         return self.consumer.describe_groups(group_ids)

@@ -202,7 +202,9 @@ class CoordinatorRuntime:
     def consumer_group_heartbeat(self, inp: ConsumerGroupHeartbeatInput,
                                  on_result: Callable[[ConsumerGroupHeartbeatResult], None],
                                  on_failure: Callable[[BaseException], None]) -> None:
-        """KIP-848: under the group's lock, answered once the records it caused are durable."""
+        """KIP-848: under the group's lock, answered once the records it caused are durable. The member's
+        session is restarted at arrival, before the lock: a heartbeat on time is never expired while it waits."""
+        self.coordinator.note_consumer_heartbeat_arrival(inp, self._now_ms())
         self._scheduler.write(inp.group_id, self.coordinator.handle_consumer_group_heartbeat, inp, on_result,
                              on_failure)
 

@@ -119,3 +119,71 @@ def test_uniform_homogeneous_counts_differ_by_at_most_one(count: int, extra_topi
     result = uniform_assign(members, BY_ID)
     counts = [len(flat(a)) for a in result.values()]
     assert max(counts) - min(counts) <= 1
+
+
+def _full_homogeneous(members: dict[str, MemberSpec]) -> dict[str, Assignment]:
+    """The homogeneous uniform assignment recomputed from nothing but its rule, written plainly: members in id
+    order keep their previous partitions (topic-name, partition order) up to the minimum, or one more while
+    extras last for a member that had more; the rest in topic-name, partition order fills members to the
+    minimum, then one extra each to members at the minimum."""
+    order = sorted(members)
+    subscribed = members[order[0]].subscribed_topic_ids
+    every = [(t, p) for t in sorted(subscribed, key=lambda t: BY_ID[t].name) for p in range(BY_ID[t].num_partitions)]
+    min_quota, extras = divmod(len(every), len(order))
+    taken: set[tuple[uuid.UUID, int]] = set()
+    out: dict[str, list[tuple[uuid.UUID, int]]] = {}
+    for m in order:
+        previous = members[m].assigned
+        kept = [(t, p) for t in sorted(previous, key=lambda t: BY_ID[t].name) if t in subscribed
+                for p in sorted(previous[t]) if p < BY_ID[t].num_partitions and (t, p) not in taken]
+        quota = min_quota + (1 if len(kept) > min_quota and extras > 0 else 0)
+        extras -= quota - min_quota
+        out[m] = kept[:quota]
+        taken.update(out[m])
+    free = iter(tp for tp in every if tp not in taken)
+    for m in order:
+        while len(out[m]) < min_quota:
+            out[m].append(next(free))
+    for m in order:
+        if extras > 0 and len(out[m]) == min_quota:
+            nxt = next(free, None)
+            if nxt is None:
+                break
+            out[m].append(nxt)
+            extras -= 1
+    return {m: {t: frozenset(p for tt, p in tps if tt == t) for t, _ in tps} for m, tps in out.items()}
+
+
+@st.composite
+def settled_then_changed(draw: st.DrawFn) -> dict[str, MemberSpec]:
+    """A homogeneous group whose previous targets came from an earlier assignment (a settled group), then
+    joins, leaves and stale partitions (a partition number beyond the topic's count, one held twice)."""
+    names = draw(st.lists(st.sampled_from(sorted(TOPICS)), min_size=1, max_size=4, unique=True))
+    topic_ids = ids(*names)
+    before = draw(st.lists(st.integers(0, 40), min_size=1, max_size=25, unique=True))
+    settled = uniform_assign({f"m{i:02d}": MemberSpec(topic_ids, {}) for i in before}, BY_ID)
+    after = draw(st.lists(st.integers(0, 40), min_size=1, max_size=25, unique=True))
+    members = {}
+    for i in after:
+        assigned = dict(settled.get(f"m{i:02d}", {}))
+        if assigned and draw(st.booleans()):
+            t = draw(st.sampled_from(sorted(assigned)))
+            assigned[t] = assigned[t] | {draw(st.integers(0, 15))}  # stale or another member's
+        members[f"m{i:02d}"] = MemberSpec(topic_ids, assigned)
+    return members
+
+
+@given(settled_then_changed())
+@settings(max_examples=300, deadline=None)
+def test_uniform_homogeneous_is_the_full_recomputation(members: dict[str, MemberSpec]) -> None:
+    """The per-member fast path (ints per topic, previous targets handed back whole) gives exactly what the
+    rule recomputed in full gives: the same balance (counts differ by at most one) and the same stickiness."""
+    result = uniform_assign(members, BY_ID)
+    check_complete(members, result)
+    expected = _full_homogeneous(members)
+    assert {m: flat(a) for m, a in result.items()} == {m: flat(a) for m, a in expected.items()}
+    counts = [len(flat(a)) for a in result.values()]
+    assert max(counts) - min(counts) <= 1
+    for m, spec in members.items():
+        if result[m] is spec.assigned:  # handed back whole: only when nothing changed
+            assert flat(result[m]) == flat(spec.assigned) and all(spec.assigned.values())

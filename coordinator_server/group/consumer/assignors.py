@@ -69,50 +69,100 @@ def _kept(spec: MemberSpec, topics: Mapping[uuid.UUID, TopicMetadata], subscribe
 # -- uniform --------------------------------------------------------------------------------------------
 
 def uniform_assign(members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, TopicMetadata]) -> dict[str, Assignment]:
-    subscriptions = {m: frozenset(t for t in s.subscribed_topic_ids if t in topics) for m, s in members.items()}
-    if len(set(subscriptions.values())) <= 1:
+    # One filtered set per distinct subscription (a group mostly has one), not one per member.
+    existing: dict[frozenset[uuid.UUID], frozenset[uuid.UUID]] = {}
+    subscriptions: dict[str, frozenset[uuid.UUID]] = {}
+    for member_id, spec in members.items():
+        topic_ids = existing.get(spec.subscribed_topic_ids)
+        if topic_ids is None:
+            topic_ids = existing[spec.subscribed_topic_ids] = frozenset(
+                t for t in spec.subscribed_topic_ids if t in topics)
+        subscriptions[member_id] = topic_ids
+    if len(existing) <= 1 or len(set(existing.values())) <= 1:
         return _uniform_homogeneous(members, topics, subscriptions)
     return _uniform_heterogeneous(members, topics, subscriptions)
 
 
+def _first(entry: tuple[int, object, object, object, object]) -> int:
+    return entry[0]
+
+
 def _uniform_homogeneous(members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, TopicMetadata],
                          subscriptions: Mapping[str, frozenset[uuid.UUID]]) -> dict[str, Assignment]:
+    """Members in id order keep what they had up to their quota (one more than the minimum while extras
+    last, for a member that had more); the rest is dealt in topic-name and partition order, first to fill
+    every member to the minimum, then one extra each to members at the minimum.
+
+    The cost per member is what it holds, not the group's partitions: the partitions taken are kept per
+    topic as ints (a topic id is hashed once per member, not once per partition), and a member whose
+    previous target survives whole gets that same object back, so the caller sees it unchanged by
+    identity and writes no record for it."""
     if not members:
         return {}
     order = sorted(members)
     subscribed = subscriptions[order[0]]
-    all_partitions = [(t, p) for t in sorted(subscribed, key=lambda t: topics[t].name)
-                      for p in range(topics[t].num_partitions)]
-    min_quota, extras = divmod(len(all_partitions), len(order))
-    taken: set[TopicPartition] = set()
+    topic_order = sorted(subscribed, key=lambda t: topics[t].name)
+    counts = {t: topics[t].num_partitions for t in topic_order}
+    min_quota, extras = divmod(sum(counts.values()), len(order))
+    taken: dict[uuid.UUID, set[int]] = {t: set() for t in topic_order}
+    # One look-up per topic a member holds (a topic id's hash is computed in Python, per call).
+    per_topic = {t: (i, counts[t], taken[t]) for i, t in enumerate(topic_order)}
     result: dict[str, list[TopicPartition]] = {}
+    whole: set[str] = set()  # members that kept every partition of a previous target with no empty topic
     for member_id in order:
-        kept = _kept(members[member_id], topics, subscribed, taken)
+        assigned = members[member_id].assigned
+        kept: list[TopicPartition] = []
+        kept_in: list[set[int]] = []  # the taken set of each kept partition's topic
+        previous_count = 0
+        intact = True
+        held = []
+        for topic_id, partitions in assigned.items():
+            info = per_topic.get(topic_id)
+            if info is None or not partitions:
+                intact = False
+                continue
+            held.append((info[0], topic_id, partitions, info[1], info[2]))
+        if len(held) > 1:
+            held.sort(key=_first)
+        for _, topic_id, partitions, count, topic_taken in held:
+            previous_count += len(partitions)
+            for partition in sorted(partitions) if len(partitions) > 1 else partitions:
+                if partition < count and partition not in topic_taken:
+                    kept.append((topic_id, partition))
+                    kept_in.append(topic_taken)
         quota = min_quota
         if len(kept) > min_quota and extras > 0:
             quota += 1
             extras -= 1
-        kept = kept[:quota]
-        taken.update(kept)
+        if len(kept) > quota:
+            del kept[quota:]
+            del kept_in[quota:]
+        for (_, partition), topic_taken in zip(kept, kept_in, strict=True):
+            topic_taken.add(partition)
         result[member_id] = kept
-    unassigned = [tp for tp in all_partitions if tp not in taken]
+        if intact and kept and len(kept) == previous_count:
+            whole.add(member_id)
+    unassigned = [(t, p) for t in topic_order for p in range(counts[t]) if p not in taken[t]]
     position = 0
     # Fill every member to the minimum first, then hand the extras to members still at the minimum.
-    for member_id in order:
-        need = min_quota - len(result[member_id])
-        if need > 0:
-            result[member_id].extend(unassigned[position:position + need])
-            position += need
-    for member_id in order:
-        if position >= len(unassigned) or extras <= 0:
-            break
-        if len(result[member_id]) == min_quota:
-            result[member_id].append(unassigned[position])
-            position += 1
-            extras -= 1
+    if unassigned:
+        for member_id in order:
+            need = min_quota - len(result[member_id])
+            if need > 0:
+                result[member_id].extend(unassigned[position:position + need])
+                whole.discard(member_id)
+                position += need
+        for member_id in order:
+            if position >= len(unassigned) or extras <= 0:
+                break
+            if len(result[member_id]) == min_quota:
+                result[member_id].append(unassigned[position])
+                whole.discard(member_id)
+                position += 1
+                extras -= 1
     if position != len(unassigned):
         raise PartitionAssignorError(f"{len(unassigned) - position} partitions left unassigned")
-    return {m: _to_assignment(p) for m, p in result.items()}
+    return {m: members[m].assigned if m in whole else _to_assignment(p) for m, p in result.items()}
 
 
 def _uniform_heterogeneous(members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, TopicMetadata],

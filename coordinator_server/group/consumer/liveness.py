@@ -252,13 +252,27 @@ class ConsumerGroupLiveness:
 
     # -- timers ------------------------------------------------------------------------------------------
 
-    def schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+    def note_heartbeat_arrival(self, group_id: str, member_id: str, member_epoch: int, arrival_ms: int) -> None:
+        """A ConsumerGroupHeartbeat that arrived at `arrival_ms` restarts its member's session from then,
+        before it waits its turn behind the group's other requests: a member is judged by when it spoke,
+        not by when the coordinator got to it. Only a member known at that epoch (or its previous one, which
+        the heartbeat accepts too) is touched, so a stale or unknown sender keeps nobody alive."""
+        if member_epoch <= 0:
+            return
+        group = self.group(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is None or member_epoch not in (member.member_epoch, member.previous_member_epoch):
+            return
+        self.schedule_session_timeout(group_id, member_id, arrival_ms)
+
+    def schedule_session_timeout(self, group_id: str, member_id: str, from_ms: int | None = None) -> None:
         """A classic member inside the group keeps the session timeout it joined with."""
         group = self.group(group_id)
         member = group.members.get(member_id) if group is not None else None
         classic = member.classic_member_metadata if member is not None else None
         timeout_ms = classic.session_timeout_ms if classic is not None else self.config.session_timeout_ms
-        self.timers.schedule(_timer_key(group_id, member_id, "session"), timeout_ms, self.host.now_ms,
+        start_ms = self.host.now_ms if from_ms is None else from_ms
+        self.timers.schedule(_timer_key(group_id, member_id, "session"), timeout_ms, start_ms,
                              lambda: self.fence_from_timer(group_id, member_id, "the member session expired", None))
 
     def schedule_classic_timeout(self, group_id: str, member: ConsumerGroupMember, kind: str) -> None:

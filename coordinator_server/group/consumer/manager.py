@@ -362,7 +362,9 @@ class ConsumerGroupManager(ConsumerGroupLiveness):
             raise ConsumerGroupError(Errors.UNKNOWN_SERVER_ERROR, message) from e
         records.extend(target_records)
         log.info("consumer_group_target_assigned", group_id=group.group_id, assignment_epoch=epoch, assignor=assignor,
-                 members=len(members), partitions=sum(assignment_partitions(a) for a in target.values()))
+                 # the members whose target changed: counting every member's partitions here would cost
+                 # a pass over the group on every epoch, logged or not
+                 members=len(members), changed=len(target_records) - 1)
         return target.get(updated.member_id, {})
 
     def _preferred_assignor(self, group: ConsumerGroup, member: ConsumerGroupMember,

@@ -45,16 +45,25 @@ def build_target_assignment(
     metadata: Mapping[str, TopicMetadata],
 ) -> tuple[dict[str, Assignment], list[ConsumerGroupRecord]]:
     """The new target of every member and the records that write it."""
-    specs = {
-        member_id: MemberSpec(subscribed_topic_ids(member, regexes, metadata), previous.get(member_id, {}),
-                              member.instance_id, member.rack_id)
-        for member_id, member in members.items()
-    }
+    # Members mostly share one subscription: its topic ids are resolved once, and the same frozenset
+    # object lets the assignor see the group is homogeneous without hashing a set per member.
+    resolved: dict[tuple[frozenset[str], str | None], frozenset[uuid.UUID]] = {}
+    specs = {}
+    empty: Assignment = {}
+    for member_id, member in members.items():
+        key = (member.subscribed_topic_names, member.subscribed_topic_regex)
+        topic_ids = resolved.get(key)
+        if topic_ids is None:
+            topic_ids = resolved[key] = subscribed_topic_ids(member, regexes, metadata)
+        specs[member_id] = MemberSpec(topic_ids, previous.get(member_id, empty), member.instance_id, member.rack_id)
     topics = {t.topic_id: t for t in metadata.values()}
     target = ASSIGNORS[assignor_name](specs, topics)
     records: list[ConsumerGroupRecord] = []
     for member_id in members:
-        assignment = {t: p for t, p in target.get(member_id, {}).items() if p}
+        assignment = target.get(member_id, empty)
+        if assignment is previous.get(member_id) and assignment:
+            continue  # the assignor handed the previous target back whole: no record
+        assignment = {t: p for t, p in assignment.items() if p}
         target[member_id] = assignment
         if assignment != previous.get(member_id):
             records.append(ConsumerGroupTargetAssignmentMemberRecord(group_id, member_id, assignment))
