@@ -45,6 +45,8 @@ OUR_RANGES = {3: (0, 12), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0
               32: (1, 4), 33: (0, 2), 44: (0, 1),
               # brokers to the controller (ControlledShutdown; NOT_CONTROLLER on a single node)
               7: (1, 3),
+              # transactions v1 (AddPartitionsToTxn, EndTxn)
+              24: (0, 3), 26: (0, 4),
               # SASL (SaslHandshake, SaslAuthenticate)
               17: (0, 1), 36: (0, 2),
               # KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe)
